@@ -1,0 +1,344 @@
+"""The Kubernetes and Volcano objects tidegate schedules, as typed values.
+
+Every object keeps the document it was read from (`raw`) so unknown fields survive a round trip,
+and its `source` so errors can name the file and document.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+from tidegate.model.errors import Source
+from tidegate.model.resources import EMPTY, Resources
+
+DEFAULT_NAMESPACE = "default"
+DEFAULT_QUEUE = "default"
+ROOT_QUEUE = "root"
+NODE_TYPE_LABEL = "volcano.sh/node-type"
+GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
+REGION_LABEL = "topology.kubernetes.io/region"
+LATENCY_ANNOTATION = "latency.ms.local-idc"
+GPU_INDEX_ANNOTATION = "volcano.sh/gpu-index"
+GPU_MEMORY_ANNOTATION = "volcano.sh/gpu-memory"
+PRIORITY_ANNOTATION = "volcano.sh/priority"
+GROUP_NAME_ANNOTATIONS = ("scheduling.k8s.io/group-name", "scheduling.volcano.sh/group-name")
+TASK_SPEC_ANNOTATION = "volcano.sh/task-spec"
+DEFAULT_MAX_RETRY = 3
+
+
+class TaintEffect(str, Enum):
+    NO_SCHEDULE = "NoSchedule"
+    PREFER_NO_SCHEDULE = "PreferNoSchedule"
+    NO_EXECUTE = "NoExecute"
+
+
+@dataclass(frozen=True, slots=True)
+class Taint:
+    key: str
+    value: str
+    effect: TaintEffect
+
+    def __str__(self) -> str:
+        return f"{self.key}={self.value}:{self.effect.value}" if self.value else f"{self.key}:{self.effect.value}"
+
+
+@dataclass(frozen=True, slots=True)
+class Toleration:
+    key: str = ""
+    operator: str = "Equal"  # Equal | Exists
+    value: str = ""
+    effect: TaintEffect | None = None  # None tolerates every effect
+
+    def tolerates(self, taint: Taint) -> bool:
+        """Kubernetes' ToleratesTaint: empty key with Exists matches every taint."""
+        if self.effect is not None and self.effect != taint.effect:
+            return False
+        if self.key and self.key != taint.key:
+            return False
+        if self.operator == "Exists":
+            return True
+        return bool(self.key) and self.value == taint.value
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSelectorRequirement:
+    key: str
+    operator: str  # In | NotIn | Exists | DoesNotExist | Gt | Lt
+    values: tuple[str, ...] = ()
+
+    def matches(self, labels: dict[str, str]) -> bool:
+        value = labels.get(self.key)
+        op = self.operator
+        if op == "In":
+            return value is not None and value in self.values
+        if op == "NotIn":
+            return value is None or value not in self.values
+        if op == "Exists":
+            return value is not None
+        if op == "DoesNotExist":
+            return value is None
+        if value is None:
+            return False
+        try:
+            have, want = int(value), int(self.values[0])
+        except (ValueError, IndexError):
+            return False
+        return have > want if op == "Gt" else have < want
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSelectorTerm:
+    """The requirements of one term are ANDed; the terms of a selector are ORed."""
+
+    match_expressions: tuple[NodeSelectorRequirement, ...] = ()
+
+    def matches(self, labels: dict[str, str]) -> bool:
+        return all(req.matches(labels) for req in self.match_expressions)
+
+
+@dataclass(frozen=True, slots=True)
+class PreferredSchedulingTerm:
+    weight: int
+    preference: NodeSelectorTerm
+
+
+@dataclass(frozen=True, slots=True)
+class NodeAffinity:
+    required: tuple[NodeSelectorTerm, ...] | None = None
+    preferred: tuple[PreferredSchedulingTerm, ...] = ()
+
+    def required_matches(self, labels: dict[str, str]) -> bool:
+        if self.required is None:
+            return True
+        return any(term.matches(labels) for term in self.required)
+
+
+@dataclass(slots=True)
+class Node:
+    name: str
+    allocatable: Resources
+    labels: dict[str, str] = field(default_factory=dict)
+    annotations: dict[str, str] = field(default_factory=dict)
+    taints: tuple[Taint, ...] = ()
+    capacity: Resources = EMPTY
+    unschedulable: bool = False
+    ready: bool = True
+    #: Memory of each GPU card in MiB (cards share volcano.sh/gpu-memory evenly), or () without GPUs.
+    gpu_memory_mib: tuple[int, ...] = ()
+    source: Source = field(default_factory=Source)
+    raw: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def is_cloud(self) -> bool:
+        return self.labels.get(NODE_TYPE_LABEL, "").startswith("cloud")
+
+
+class PodPhase(str, Enum):
+    PENDING = "Pending"
+    RUNNING = "Running"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+    UNKNOWN = "Unknown"
+
+
+@dataclass(slots=True)
+class Pod:
+    name: str
+    namespace: str = DEFAULT_NAMESPACE
+    requests: Resources = EMPTY
+    labels: dict[str, str] = field(default_factory=dict)
+    annotations: dict[str, str] = field(default_factory=dict)
+    node_selector: dict[str, str] = field(default_factory=dict)
+    affinity: NodeAffinity | None = None
+    tolerations: tuple[Toleration, ...] = ()
+    priority: int = 0
+    priority_class_name: str = ""
+    scheduler_name: str = "volcano"
+    node_name: str = ""
+    phase: PodPhase = PodPhase.PENDING
+    #: The PodGroup this pod belongs to ("" for a bare pod) and its task inside a vcjob.
+    group: str = ""
+    task: str = ""
+    #: GPU cards the pod holds on its node (shared slice or whole cards).
+    gpu_indices: tuple[int, ...] = ()
+    #: Time the pod was created, in seconds; orders tasks and jobs like a creation timestamp.
+    created: float = 0.0
+    source: Source = field(default_factory=Source)
+    raw: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+class PodGroupPhase(str, Enum):
+    PENDING = "Pending"
+    INQUEUE = "Inqueue"
+    RUNNING = "Running"
+    UNKNOWN = "Unknown"
+    COMPLETED = "Completed"
+
+
+@dataclass(slots=True)
+class PodGroup:
+    name: str
+    namespace: str = DEFAULT_NAMESPACE
+    queue: str = DEFAULT_QUEUE
+    min_member: int = 1
+    min_resources: Resources = EMPTY
+    min_task_member: dict[str, int] = field(default_factory=dict)
+    priority_class_name: str = ""
+    phase: PodGroupPhase = PodGroupPhase.PENDING
+    #: Node affinity written on the PodGroup spec (a tidegate extension applied to the group's pods).
+    affinity: NodeAffinity | None = None
+    created: float = 0.0
+    source: Source = field(default_factory=Source)
+    raw: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+class QueueState(str, Enum):
+    OPEN = "Open"
+    CLOSING = "Closing"
+    CLOSED = "Closed"
+
+
+@dataclass(slots=True)
+class Queue:
+    name: str
+    weight: int = 1
+    capability: Resources | None = None
+    deserved: Resources | None = None
+    guarantee: Resources = EMPTY
+    reclaimable: bool = True
+    parent: str = ""
+    priority: int = 0
+    state: QueueState = QueueState.OPEN
+    source: Source = field(default_factory=Source)
+    raw: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class PriorityClass:
+    name: str
+    value: int
+    global_default: bool = False
+    source: Source = field(default_factory=Source)
+    raw: dict[str, Any] = field(default_factory=dict)
+
+
+class JobEvent(str, Enum):
+    ANY = "*"
+    POD_FAILED = "PodFailed"
+    POD_EVICTED = "PodEvicted"
+    POD_PENDING = "PodPending"
+    JOB_UNKNOWN = "Unknown"
+    TASK_COMPLETED = "TaskCompleted"
+    TASK_FAILED = "TaskFailed"
+    OUT_OF_SYNC = "OutOfSync"
+    COMMAND_ISSUED = "CommandIssued"
+    JOB_UPDATED = "JobUpdated"
+
+
+class JobAction(str, Enum):
+    ABORT_JOB = "AbortJob"
+    RESTART_JOB = "RestartJob"
+    RESTART_TASK = "RestartTask"
+    RESTART_POD = "RestartPod"
+    TERMINATE_JOB = "TerminateJob"
+    COMPLETE_JOB = "CompleteJob"
+    RESUME_JOB = "ResumeJob"
+
+
+@dataclass(frozen=True, slots=True)
+class LifecyclePolicy:
+    action: JobAction
+    events: tuple[JobEvent, ...] = ()
+    exit_code: int | None = None
+    timeout_s: float | None = None
+
+
+@dataclass(slots=True)
+class TaskSpec:
+    name: str
+    replicas: int
+    template: Pod
+    policies: tuple[LifecyclePolicy, ...] = ()
+    min_available: int | None = None
+
+
+@dataclass(slots=True)
+class Job:
+    """A Volcano batch.volcano.sh/v1alpha1 Job (vcjob)."""
+
+    name: str
+    namespace: str = DEFAULT_NAMESPACE
+    queue: str = DEFAULT_QUEUE
+    tasks: tuple[TaskSpec, ...] = ()
+    min_available: int | None = None
+    max_retry: int = DEFAULT_MAX_RETRY
+    priority_class_name: str = ""
+    policies: tuple[LifecyclePolicy, ...] = ()
+    plugins: dict[str, list[str]] = field(default_factory=dict)
+    scheduler_name: str = "volcano"
+    created: float = 0.0
+    source: Source = field(default_factory=Source)
+    raw: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def total_replicas(self) -> int:
+        return sum(task.replicas for task in self.tasks)
+
+
+@dataclass(frozen=True, slots=True)
+class PluginOption:
+    name: str
+    arguments: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Tier:
+    plugins: tuple[PluginOption, ...]
+
+
+DEFAULT_ACTIONS = ("enqueue", "allocate", "backfill")
+DEFAULT_TIERS = (
+    Tier((PluginOption("priority"), PluginOption("gang"))),
+    Tier(
+        (
+            PluginOption("drf"),
+            PluginOption("predicates"),
+            PluginOption("proportion"),
+            PluginOption("nodeorder"),
+            PluginOption("binpack"),
+            PluginOption("gpushare"),
+        )
+    ),
+)
+
+
+@dataclass(slots=True)
+class SchedulerConfiguration:
+    """volcano-scheduler.conf: the actions to run in order and tiers of plugins with arguments."""
+
+    name: str = "default"
+    actions: tuple[str, ...] = DEFAULT_ACTIONS
+    tiers: tuple[Tier, ...] = DEFAULT_TIERS
+    source: Source = field(default_factory=Source)
+    raw: dict[str, Any] = field(default_factory=dict)
+
+    def plugin(self, name: str) -> PluginOption | None:
+        for tier in self.tiers:
+            for option in tier.plugins:
+                if option.name == name:
+                    return option
+        return None
