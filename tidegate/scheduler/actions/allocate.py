@@ -1,0 +1,103 @@
+"""allocate: place pending pods of admitted jobs, queue by queue and job by job, gang all-or-nothing.
+
+Queues take turns by their order (lowest share first); each turn places one job until it is
+ready (minMember), then the job goes back in line so other jobs get their turn too.
+"""
+
+from __future__ import annotations
+
+import heapq
+from itertools import count
+
+from tidegate.model.objects import PodGroupPhase
+from tidegate.scheduler.info import JobInfo, QueueInfo, TaskInfo, TaskStatus
+from tidegate.scheduler.session import Session
+
+
+def schedulable_jobs(ssn: Session, queue: QueueInfo) -> list[JobInfo]:
+    """Jobs of the queue with pending pods that the session may place now."""
+    gated = "enqueue" in ssn.config.actions
+    out = []
+    for job in queue.jobs:
+        if gated and job.phase is PodGroupPhase.PENDING:
+            continue
+        if not job.counts[TaskStatus.PENDING]:
+            continue
+        reason = ssn.job_invalid_reason(job)
+        if reason:
+            job.reason = reason
+            continue
+        out.append(job)
+    return out
+
+
+class Allocate:
+    name = "allocate"
+
+    def execute(self, ssn: Session) -> None:
+        seq = count()
+        jobs: dict[str, list[tuple[tuple[object, ...], int, JobInfo]]] = {}
+        queue_heap: list[tuple[tuple[object, ...], int, QueueInfo]] = []
+        for queue in ssn.queues.values():
+            ready = schedulable_jobs(ssn, queue)
+            if ready:
+                jobs[queue.name] = [(ssn.job_key(j), next(seq), j) for j in ready]
+                heapq.heapify(jobs[queue.name])
+                heapq.heappush(queue_heap, (ssn.queue_key(queue), next(seq), queue))
+        while queue_heap:
+            _, _, queue = heapq.heappop(queue_heap)
+            line = jobs[queue.name]
+            if not line:
+                continue
+            reason = ssn.queue_overused_reason(queue)
+            if reason:
+                for _, _, job in line:
+                    job.reason = job.reason or reason
+                continue
+            _, _, job = heapq.heappop(line)
+            if self._allocate_job(ssn, queue, job):
+                heapq.heappush(line, (ssn.job_key(job), next(seq), job))
+            heapq.heappush(queue_heap, (ssn.queue_key(queue), next(seq), queue))
+
+    def _allocate_job(self, ssn: Session, queue: QueueInfo, job: JobInfo) -> bool:
+        """Place the job's pods; True when it is ready and still has pods to place (goes back in line)."""
+        tasks = sorted(job.pending_tasks(), key=ssn.task_key)
+        stmt = ssn.statement()
+        failed_shapes: set[tuple[object, ...]] = set()
+        failure = ""
+        more = False
+        for i, task in enumerate(tasks):
+            if task.shape in failed_shapes:
+                continue
+            reason = ssn.queue_not_allocatable_reason(queue, task)
+            if reason:
+                failure = reason
+                break
+            row = ssn.best_node(task)
+            if row is None:
+                failure = ssn.explain(task)
+                failed_shapes.add(task.shape)
+                continue
+            stmt.allocate(task, row)
+            if i + 1 < len(tasks) and ssn.job_ready(job):
+                more = True
+                break
+        if ssn.job_ready(job):
+            stmt.commit()
+            job.reason = failure
+            return more
+        placed = job.ready_num
+        stmt.discard()
+        job.reason = self._gang_reason(job, placed, failure)
+        return False
+
+    @staticmethod
+    def _gang_reason(job: JobInfo, placed: int, failure: str) -> str:
+        if job.min_available <= 1:
+            return failure
+        gang = f"gang: {placed}/{job.min_available} pods fit"
+        return f"{gang}; {failure}" if failure else gang
+
+
+def pending_tasks_sorted(ssn: Session, job: JobInfo) -> list[TaskInfo]:
+    return sorted(job.pending_tasks(), key=ssn.task_key)

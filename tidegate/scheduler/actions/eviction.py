@@ -1,0 +1,93 @@
+"""Shared by preempt and reclaim: free a node for a pending task by evicting allowed victims."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from tidegate.model.objects import PodGroupPhase
+from tidegate.scheduler.info import JobInfo, QueueInfo, TaskInfo, TaskStatus
+from tidegate.scheduler.session import Session
+from tidegate.scheduler.statement import Statement
+
+VictimFilter = Callable[[TaskInfo, list[TaskInfo]], list[TaskInfo]]
+
+
+def running_by_node(ssn: Session) -> dict[int, list[TaskInfo]]:
+    out: dict[int, list[TaskInfo]] = {}
+    for task in ssn.tasks.values():
+        if task.status is TaskStatus.RUNNING and task.node >= 0:
+            out.setdefault(task.node, []).append(task)
+    return out
+
+
+def starving_jobs(ssn: Session, queue: QueueInfo) -> list[JobInfo]:
+    """Admitted, valid jobs of the queue that cannot run as they are, in job order."""
+    starving = [
+        job
+        for job in queue.jobs
+        if job.phase is not PodGroupPhase.PENDING
+        and job.pending_tasks()
+        and ssn.job_invalid_reason(job) is None
+        and ssn.job_starving(job)
+    ]
+    return sorted(starving, key=ssn.job_key)
+
+
+def victim_order(task: TaskInfo) -> tuple[int, int, float, str]:
+    """Cheapest victims first: lowest job priority, lowest task priority, newest."""
+    return (task.job.priority, task.priority, -task.pod.created, task.key)
+
+
+def evict_for(
+    ssn: Session,
+    stmt: Statement,
+    task: TaskInfo,
+    by_node: dict[int, list[TaskInfo]],
+    eligible: Callable[[TaskInfo], bool],
+    filters: list[VictimFilter],
+    reason: str,
+) -> bool:
+    """Evict victims on the first suitable node until the task fits there, then pipeline it."""
+    static = ssn.static_candidates(task)
+    for row in sorted(by_node):
+        if not static[row]:
+            continue
+        candidates = sorted(
+            (t for t in by_node[row] if t.status is TaskStatus.RUNNING and eligible(t)), key=victim_order
+        )
+        if not candidates:
+            continue
+        victims = ssn.victims(filters, task, candidates)
+        if not victims:
+            continue
+        freed = np.sum([v.request for v in victims], axis=0)
+        if not ssn.fits_future_idle(task, row, freed) or not _cards_fit(ssn, task, row, victims):
+            continue
+        node_stmt = ssn.statement()
+        for victim in victims:
+            if ssn.fits_future_idle(task, row) and _cards_fit(ssn, task, row, []):
+                break
+            node_stmt.evict(victim, reason)
+        node_stmt.pipeline(task, row)
+        stmt.merge(node_stmt)
+        return True
+    return False
+
+
+def _cards_fit(ssn: Session, task: TaskInfo, row: int, extra_victims: list[TaskInfo]) -> bool:
+    """Whole-card requests also need enough untouched cards once the victims (and evicted pods) leave."""
+    if not task.gpu.whole:
+        return True
+    table = ssn.table
+    leaving = {c for v in extra_victims for c in v.cards}
+    leaving |= {c for t in ssn.tasks.values() if t.node == row and t.status is TaskStatus.RELEASING for c in t.cards}
+    free = 0
+    for card in range(table.card_exists.shape[1]):
+        if not table.card_exists[row, card]:
+            continue
+        busy = table.card_whole[row, card] or table.card_used_mem[row, card] or table.card_used_milli[row, card]
+        if not busy or card in leaving:
+            free += 1
+    return free >= task.gpu.whole

@@ -1,0 +1,146 @@
+"""The plugin framework: typed extension points, tiers and an explicit plugin registry.
+
+Actions are the algorithm, plugins are the policy (as in Volcano). A plugin registers the
+extension points it implements when a session opens; the session combines them:
+
+- order keys (jobs, queues, tasks): concatenated in tier order, so the first plugin that tells
+  two objects apart decides, exactly like Volcano's first non-zero comparison;
+- votes (job valid/enqueueable/ready/pipelined, queue allocatable/overused): every plugin must agree;
+- filters: every filter must pass; static ones (labels, taints) are cached per pod shape;
+- scores: summed;
+- victims (preempt/reclaim): a task is a victim only when every plugin with an opinion allows it
+  (stricter than Volcano's per-tier fall-through, so a gang is never broken below minMember).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+from tidegate.scheduler.info import JobInfo, QueueInfo, TaskInfo
+from tidegate.scheduler.node_table import BoolArray, FloatArray, IntArray
+
+if TYPE_CHECKING:
+    from tidegate.scheduler.session import Session
+
+OrderKey = Callable[[Any], float]
+#: A vote returns None to allow, or the reason it refuses (shown to users).
+JobVote = Callable[[JobInfo], str | None]
+JobCheck = Callable[[JobInfo], bool]
+QueueVote = Callable[[QueueInfo], str | None]
+AllocatableVote = Callable[[QueueInfo, TaskInfo], str | None]
+#: Static filters return (reason, mask of nodes that pass) pairs for one pod shape.
+StaticFilter = Callable[[TaskInfo], list[tuple[str, BoolArray]]]
+StaticScore = Callable[[TaskInfo], FloatArray]
+#: Victim selection: from candidate tasks, those this plugin allows to be evicted for `task`.
+VictimFilter = Callable[[TaskInfo, list[TaskInfo]], list[TaskInfo]]
+EventHandler = Callable[[TaskInfo], None]
+
+
+class DynamicFilter(Protocol):
+    """A filter that depends on what is already placed (resources, GPU cards)."""
+
+    def fit(self, task: TaskInfo, rows: IntArray | slice) -> BoolArray: ...
+
+    def explain(self, task: TaskInfo) -> list[tuple[str, BoolArray]]: ...
+
+
+class DynamicScore(Protocol):
+    def __call__(self, task: TaskInfo, rows: IntArray | slice) -> FloatArray: ...
+
+
+class CardSelector(Protocol):
+    """Chooses the GPU cards a task takes on the node picked for it."""
+
+    def __call__(self, task: TaskInfo, row: int) -> tuple[int, ...]: ...
+
+
+class Plugin:
+    """A scheduling policy; subclasses register extension points in on_session_open."""
+
+    name = "plugin"
+
+    def __init__(self, arguments: Mapping[str, Any]) -> None:
+        self.arguments = dict(arguments)
+
+    def on_session_open(self, ssn: Session) -> None:
+        """Register extension points and compute per-session state."""
+
+    def on_session_close(self, ssn: Session) -> None:
+        """Release per-session state."""
+
+    # -- argument helpers --------------------------------------------------------------------
+    def float_arg(self, key: str, default: float) -> float:
+        value = self.arguments.get(key, default)
+        try:
+            return float(value)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"plugin {self.name}: argument {key}: {value!r} is not a number") from exc
+
+    def bool_arg(self, key: str, default: bool) -> bool:
+        value = self.arguments.get(key, default)
+        if isinstance(value, str):
+            return value.strip().lower() in {"true", "1", "yes", "on"}
+        return bool(value)
+
+    def str_arg(self, key: str, default: str) -> str:
+        return str(self.arguments.get(key, default))
+
+
+@dataclass(slots=True)
+class ExtensionPoints:
+    """Everything plugins registered for one session, in tier order."""
+
+    job_order: list[OrderKey] = field(default_factory=list)
+    queue_order: list[OrderKey] = field(default_factory=list)
+    task_order: list[OrderKey] = field(default_factory=list)
+    job_valid: list[JobVote] = field(default_factory=list)
+    job_enqueueable: list[JobVote] = field(default_factory=list)
+    job_ready: list[JobCheck] = field(default_factory=list)
+    job_pipelined: list[JobCheck] = field(default_factory=list)
+    job_starving: list[JobCheck] = field(default_factory=list)
+    queue_overused: list[QueueVote] = field(default_factory=list)
+    queue_allocatable: list[AllocatableVote] = field(default_factory=list)
+    #: May the reclaimer's queue reclaim at all (capacity: below its deserved share)?
+    queue_reclaim_allowed: list[AllocatableVote] = field(default_factory=list)
+    static_filters: list[StaticFilter] = field(default_factory=list)
+    dynamic_filters: list[DynamicFilter] = field(default_factory=list)
+    static_scores: list[StaticScore] = field(default_factory=list)
+    dynamic_scores: list[DynamicScore] = field(default_factory=list)
+    card_selector: CardSelector | None = None
+    preemptable: list[VictimFilter] = field(default_factory=list)
+    reclaimable: list[VictimFilter] = field(default_factory=list)
+    on_allocate: list[EventHandler] = field(default_factory=list)
+    on_deallocate: list[EventHandler] = field(default_factory=list)
+
+
+PluginFactory = Callable[[Mapping[str, Any]], Plugin]
+
+
+class PluginRegistry:
+    """Plugin names to factories; explicit, no import-time side effects."""
+
+    def __init__(self, factories: Mapping[str, PluginFactory] | None = None) -> None:
+        self._factories: dict[str, PluginFactory] = dict(factories or {})
+
+    def register(self, name: str, factory: PluginFactory) -> None:
+        self._factories[name] = factory
+
+    def create(self, name: str, arguments: Mapping[str, Any]) -> Plugin:
+        factory = self._factories.get(name)
+        if factory is None:
+            known = ", ".join(sorted(self._factories))
+            raise KeyError(f"unknown plugin {name!r} (known: {known})")
+        return factory(arguments)
+
+    def names(self) -> Sequence[str]:
+        return sorted(self._factories)
+
+
+class Action(Protocol):
+    """A step of the scheduling cycle (enqueue, allocate, backfill, preempt, reclaim)."""
+
+    name: str
+
+    def execute(self, ssn: Session) -> None: ...

@@ -1,0 +1,141 @@
+"""Per-session views of tasks (pods), jobs (PodGroups) and queues, with their running counts."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+
+import numpy as np
+
+from tidegate.model.objects import Pod, PodGroup, PodGroupPhase, Queue
+from tidegate.model.resources import GPU_MEMORY, GPU_MILLI, NVIDIA_GPU
+from tidegate.scheduler.node_table import IntArray
+
+
+class TaskStatus(Enum):
+    PENDING = "Pending"
+    ALLOCATED = "Allocated"  # placed in this session, bound when the session commits
+    PIPELINED = "Pipelined"  # placed on resources still being released
+    RUNNING = "Running"  # bound before this session
+    RELEASING = "Releasing"  # evicted in this session
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+
+
+#: Statuses that hold resources on a node and count towards a gang's readiness.
+READY_STATUSES = frozenset({TaskStatus.ALLOCATED, TaskStatus.RUNNING, TaskStatus.SUCCEEDED})
+#: Statuses that count as a job's valid members for gang scheduling.
+VALID_STATUSES = frozenset(
+    {TaskStatus.PENDING, TaskStatus.ALLOCATED, TaskStatus.PIPELINED, TaskStatus.RUNNING, TaskStatus.SUCCEEDED}
+)
+
+
+@dataclass(frozen=True, slots=True)
+class GpuRequest:
+    """What a pod asks of GPU cards: whole cards, or a slice of one card (MiB and/or thousandths)."""
+
+    whole: int = 0
+    mem_mib: int = 0
+    milli: int = 0
+
+    @property
+    def shared(self) -> bool:
+        return self.whole == 0 and (self.mem_mib > 0 or self.milli > 0)
+
+    @property
+    def any(self) -> bool:
+        return self.whole > 0 or self.mem_mib > 0 or self.milli > 0
+
+    @classmethod
+    def of(cls, pod: Pod) -> GpuRequest:
+        mem, milli = pod.requests[GPU_MEMORY] // 1000, pod.requests[GPU_MILLI] // 1000
+        whole = 0 if (mem or milli) else -(-pod.requests[NVIDIA_GPU] // 1000)
+        return cls(whole=whole, mem_mib=mem, milli=milli)
+
+
+@dataclass(eq=False, slots=True)
+class TaskInfo:
+    pod: Pod
+    job: JobInfo
+    request: IntArray
+    gpu: GpuRequest
+    #: Pods with equal shape keys pass the same filters and get the same scores.
+    shape: tuple[object, ...]
+    status: TaskStatus = TaskStatus.PENDING
+    node: int = -1
+    cards: tuple[int, ...] = ()
+
+    @property
+    def key(self) -> str:
+        return self.pod.key
+
+    @property
+    def priority(self) -> int:
+        return self.pod.priority
+
+
+@dataclass(eq=False, slots=True)
+class JobInfo:
+    """A PodGroup and its pods: the unit gang scheduling works on."""
+
+    group: PodGroup
+    queue: QueueInfo
+    min_resources: IntArray
+    priority: int
+    tasks: list[TaskInfo] = field(default_factory=list)
+    allocated: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    counts: dict[TaskStatus, int] = field(default_factory=dict)
+    phase: PodGroupPhase = PodGroupPhase.PENDING
+    #: Why the job could not get (all of) its pods placed this session, for the user.
+    reason: str = ""
+
+    @property
+    def key(self) -> str:
+        return self.group.key
+
+    @property
+    def min_available(self) -> int:
+        return self.group.min_member
+
+    def count(self, *statuses: TaskStatus) -> int:
+        return sum(self.counts.get(s, 0) for s in statuses)
+
+    @property
+    def ready_num(self) -> int:
+        return self.count(TaskStatus.ALLOCATED, TaskStatus.RUNNING, TaskStatus.SUCCEEDED)
+
+    @property
+    def waiting_num(self) -> int:
+        return self.counts.get(TaskStatus.PIPELINED, 0)
+
+    @property
+    def valid_num(self) -> int:
+        return sum(self.counts.get(s, 0) for s in VALID_STATUSES)
+
+    def pending_tasks(self) -> list[TaskInfo]:
+        return [t for t in self.tasks if t.status is TaskStatus.PENDING]
+
+    def set_status(self, task: TaskInfo, status: TaskStatus) -> None:
+        self.counts[task.status] -= 1
+        self.counts[status] = self.counts.get(status, 0) + 1
+        task.status = status
+
+
+@dataclass(eq=False, slots=True)
+class QueueInfo:
+    queue: Queue
+    #: Ancestors from the root down to the parent (empty for root and flat queues).
+    ancestors: list[QueueInfo] = field(default_factory=list)
+    children: list[QueueInfo] = field(default_factory=list)
+    allocated: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    request: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    inqueue: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    jobs: list[JobInfo] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        return self.queue.name
+
+    @property
+    def is_leaf(self) -> bool:
+        return not self.children

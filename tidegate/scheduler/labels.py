@@ -1,0 +1,117 @@
+"""Node labels and taints encoded as integer columns so selectors evaluate over all nodes at once."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from tidegate.model.objects import NodeSelectorRequirement, NodeSelectorTerm, Taint, TaintEffect, Toleration
+from tidegate.scheduler.node_table import BoolArray, IntArray
+
+MISSING = -1
+
+
+class LabelIndex:
+    """Lazily built per-key code columns: code -1 where a node lacks the label."""
+
+    def __init__(self, labels: Sequence[dict[str, str]]) -> None:
+        self._labels = labels
+        self._columns: dict[str, tuple[IntArray, dict[str, int]]] = {}
+
+    def column(self, key: str) -> tuple[IntArray, dict[str, int]]:
+        found = self._columns.get(key)
+        if found is None:
+            vocab: dict[str, int] = {}
+            codes = np.fromiter(
+                (
+                    MISSING if (v := labels.get(key)) is None else vocab.setdefault(v, len(vocab))
+                    for labels in self._labels
+                ),
+                dtype=np.int64,
+                count=len(self._labels),
+            )
+            found = (codes, vocab)
+            self._columns[key] = found
+        return found
+
+    def equals(self, key: str, value: str) -> BoolArray:
+        codes, vocab = self.column(key)
+        code = vocab.get(value)
+        if code is None:
+            return np.zeros(len(codes), dtype=bool)
+        out: BoolArray = codes == code
+        return out
+
+    def requirement(self, req: NodeSelectorRequirement) -> BoolArray:
+        codes, vocab = self.column(req.key)
+        op = req.operator
+        if op in ("In", "NotIn"):
+            wanted = [vocab[v] for v in req.values if v in vocab]
+            hit: BoolArray = np.isin(codes, wanted)
+            if op == "In":
+                return hit
+            out: BoolArray = ~hit
+            return out
+        if op == "Exists":
+            exists: BoolArray = codes != MISSING
+            return exists
+        if op == "DoesNotExist":
+            missing: BoolArray = codes == MISSING
+            return missing
+        # Gt / Lt compare integers: evaluate per distinct value.
+        by_code = {code: req.matches({req.key: value}) for value, code in vocab.items()}
+        lookup = np.array([by_code[c] for c in range(len(vocab))] + [False], dtype=bool)
+        result: BoolArray = lookup[codes]  # MISSING (-1) picks the trailing False
+        return result
+
+    def term(self, term: NodeSelectorTerm) -> BoolArray:
+        mask = np.ones(len(self._labels), dtype=bool)
+        for req in term.match_expressions:
+            mask &= self.requirement(req)
+        return mask
+
+    def selector(self, node_selector: dict[str, str]) -> BoolArray:
+        mask = np.ones(len(self._labels), dtype=bool)
+        for key, value in node_selector.items():
+            mask &= self.equals(key, value)
+        return mask
+
+
+class TaintIndex:
+    """Nodes grouped by identical taint sets, so toleration checks run once per distinct set."""
+
+    def __init__(self, taints: Sequence[tuple[Taint, ...]]) -> None:
+        sets: dict[tuple[Taint, ...], int] = {}
+        self.set_of_node: IntArray = np.fromiter(
+            (sets.setdefault(t, len(sets)) for t in taints), dtype=np.int64, count=len(taints)
+        )
+        self.sets: list[tuple[Taint, ...]] = list(sets)
+
+    def untolerated(self, tolerations: tuple[Toleration, ...]) -> list[Taint | None]:
+        """Per taint set, the first NoSchedule/NoExecute taint the tolerations do not cover."""
+        out: list[Taint | None] = []
+        for taint_set in self.sets:
+            blocking = None
+            for taint in taint_set:
+                if taint.effect is TaintEffect.PREFER_NO_SCHEDULE:
+                    continue
+                if not any(tol.tolerates(taint) for tol in tolerations):
+                    blocking = taint
+                    break
+            out.append(blocking)
+        return out
+
+    def intolerable_preferred(self, tolerations: tuple[Toleration, ...]) -> IntArray:
+        """Per node, how many PreferNoSchedule taints the tolerations leave uncovered."""
+        per_set = [
+            sum(
+                1
+                for taint in taint_set
+                if taint.effect is TaintEffect.PREFER_NO_SCHEDULE
+                and not any(tol.tolerates(taint) for tol in tolerations)
+            )
+            for taint_set in self.sets
+        ]
+        counts: IntArray = np.array([*per_set, 0], dtype=np.int64)[self.set_of_node]
+        return counts

@@ -1,0 +1,145 @@
+"""Node state as numpy columns, so filters and scores run over all nodes at once.
+
+One row a node, one column a resource (canonical integer units). GPU cards get their own
+matrices (row a node, column a card) so shared slices and whole cards are never over-committed.
+Every change to a row is appended to `changes`, which lets cached per-shape filter and score
+vectors refresh only the rows that moved.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+from tidegate.model.objects import Node, Taint
+from tidegate.model.resources import (
+    CPU,
+    GPU_MEMORY,
+    GPU_MILLI,
+    GPU_NUMBER,
+    MEMORY,
+    NVIDIA_GPU,
+    PODS,
+    Resources,
+)
+
+IntArray = npt.NDArray[np.int64]
+BoolArray = npt.NDArray[np.bool_]
+FloatArray = npt.NDArray[np.float64]
+
+UNLIMITED = np.int64(2**62)
+#: Resources whose per-card use the gpushare plugin tracks in the card matrices.
+CARD_RESOURCES = (GPU_MEMORY, GPU_MILLI)
+_FIRST = (CPU, MEMORY, PODS, NVIDIA_GPU, GPU_MEMORY, GPU_MILLI)
+
+
+class ResourceIndex:
+    """Maps resource names to columns; fixed for one session."""
+
+    __slots__ = ("col", "names")
+
+    def __init__(self, names: Iterable[str]) -> None:
+        wanted = set(names) | {CPU, MEMORY, PODS}
+        ordered = [n for n in _FIRST if n in wanted] + sorted(wanted - set(_FIRST))
+        self.names: tuple[str, ...] = tuple(ordered)
+        self.col: dict[str, int] = {name: i for i, name in enumerate(ordered)}
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def vector(self, resources: Resources, fill: int = 0) -> IntArray:
+        out = np.full(len(self.names), fill, dtype=np.int64)
+        for name, amount in resources.items():
+            col = self.col.get(name)
+            if col is not None:
+                out[col] = amount
+        return out
+
+    def to_resources(self, vector: IntArray) -> Resources:
+        return Resources({self.names[i]: int(v) for i, v in enumerate(vector) if v and v < UNLIMITED})
+
+
+def card_count(node: Node) -> int:
+    """How many GPU cards a node has: from its card list, nvidia.com/gpu or volcano.sh/gpu-number."""
+    whole = node.allocatable[NVIDIA_GPU] // 1000
+    numbered = node.allocatable[GPU_NUMBER] // 1000
+    return max(len(node.gpu_memory_mib), whole, numbered)
+
+
+class NodeTable:
+    """Columnar node state for one scheduling session."""
+
+    def __init__(self, nodes: Sequence[Node], index: ResourceIndex) -> None:
+        n, r = len(nodes), len(index)
+        self.index = index
+        self.nodes = list(nodes)
+        self.names = [node.name for node in nodes]
+        self.row = {name: i for i, name in enumerate(self.names)}
+        self.labels = [node.labels for node in nodes]
+        self.taints: list[tuple[Taint, ...]] = [node.taints for node in nodes]
+        self.schedulable: BoolArray = np.array([node.ready and not node.unschedulable for node in nodes], dtype=bool)
+        self.alloc: IntArray = np.zeros((n, r), dtype=np.int64)
+        pods_col = index.col[PODS]
+        milli_col = index.col.get(GPU_MILLI)
+        cards = [card_count(node) for node in nodes]
+        width = max(cards, default=0)
+        self.card_exists: BoolArray = np.zeros((n, width), dtype=bool)
+        self.card_mem: IntArray = np.zeros((n, width), dtype=np.int64)
+        for i, node in enumerate(nodes):
+            self.alloc[i] = index.vector(node.allocatable)
+            if PODS not in node.allocatable:
+                self.alloc[i, pods_col] = UNLIMITED
+            if milli_col is not None and GPU_MILLI not in node.allocatable:
+                self.alloc[i, milli_col] = cards[i] * 1000 * 1000
+            self.card_exists[i, : cards[i]] = True
+            mems = node.gpu_memory_mib or (0,) * cards[i]
+            self.card_mem[i, : len(mems)] = mems
+        self.used: IntArray = np.zeros((n, r), dtype=np.int64)
+        self.releasing: IntArray = np.zeros((n, r), dtype=np.int64)
+        self.pipelined: IntArray = np.zeros((n, r), dtype=np.int64)
+        self.card_used_mem: IntArray = np.zeros((n, width), dtype=np.int64)
+        self.card_used_milli: IntArray = np.zeros((n, width), dtype=np.int64)
+        self.card_whole: BoolArray = np.zeros((n, width), dtype=bool)
+        self.changes: list[int] = []
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    # -- derived state -------------------------------------------------------------------------
+    def idle(self) -> IntArray:
+        return self.alloc - self.used
+
+    def future_idle_row(self, row: int) -> IntArray:
+        """Volcano's FutureIdle = Idle + Releasing - Pipelined, for one node."""
+        out: IntArray = self.alloc[row] - self.used[row] + self.releasing[row] - self.pipelined[row]
+        return out
+
+    def free_cards(self, rows: slice | IntArray) -> IntArray:
+        """Cards untouched by any pod, per node: what whole-card requests may take."""
+        free = self.card_exists[rows] & ~self.card_whole[rows] & (self.card_used_mem[rows] == 0)
+        free &= self.card_used_milli[rows] == 0
+        out: IntArray = free.sum(axis=1).astype(np.int64)
+        return out
+
+    # -- mutation ------------------------------------------------------------------------------
+    def add_used(self, row: int, request: IntArray, sign: int = 1) -> None:
+        self.used[row] += sign * request
+        self.changes.append(row)
+
+    def take_cards(self, row: int, cards: tuple[int, ...], mem_mib: int, milli: int, whole: bool) -> None:
+        for card in cards:
+            if whole:
+                self.card_whole[row, card] = True
+            else:
+                self.card_used_mem[row, card] += mem_mib
+                self.card_used_milli[row, card] += milli
+
+    def release_cards(self, row: int, cards: tuple[int, ...], mem_mib: int, milli: int, whole: bool) -> None:
+        for card in cards:
+            if whole:
+                self.card_whole[row, card] = False
+            else:
+                self.card_used_mem[row, card] -= mem_mib
+                self.card_used_milli[row, card] -= milli

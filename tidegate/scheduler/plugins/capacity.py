@@ -1,0 +1,165 @@
+"""capacity: queues with explicit deserved / capability / guarantee, optionally in a hierarchy.
+
+- capability is a hard cap (realCapability also leaves room for other queues' guarantees);
+- deserved is the share a queue may lend out and reclaim back;
+- guarantee is never reclaimed;
+- with `parent` set, queues form a tree: usage counts against every ancestor, a child inherits
+  its parent's capability where it sets none, and only leaf queues take jobs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from tidegate.model.objects import ROOT_QUEUE, QueueState
+from tidegate.scheduler.framework import Plugin
+from tidegate.scheduler.info import JobInfo, QueueInfo, TaskInfo
+from tidegate.scheduler.node_table import FloatArray
+from tidegate.scheduler.plugins.quota import INF, amount, as_float, first_exceeded, share
+from tidegate.scheduler.session import Session
+
+
+class CapacityPlugin(Plugin):
+    name = "capacity"
+
+    def on_session_open(self, ssn: Session) -> None:
+        self.ssn = ssn
+        self.dims = ssn.quota_mask
+        self.real_capability: dict[str, FloatArray] = {}
+        self.deserved: dict[str, FloatArray] = {}
+        self.guarantee: dict[str, FloatArray] = {
+            name: as_float(ssn.vector(q.queue.guarantee)) for name, q in ssn.queues.items()
+        }
+        if ssn.hierarchical:
+            self._build_tree(ssn.queues[ROOT_QUEUE])
+        else:
+            self._build_flat()
+        ext = ssn.ext
+        ext.queue_order.append(self._queue_order)
+        ext.queue_allocatable.append(self._allocatable)
+        ext.job_enqueueable.append(self._enqueueable)
+        ext.reclaimable.append(self._reclaimable)
+        ext.queue_reclaim_allowed.append(self._may_reclaim)
+
+    # -- quotas ------------------------------------------------------------------------------------
+    def _capability(self, queue: QueueInfo, inherited: FloatArray | None) -> FloatArray:
+        cap = np.full(len(self.ssn.index), INF)
+        if queue.queue.capability is not None:
+            spec = as_float(self.ssn.index.vector(queue.queue.capability))
+            named = np.array([name in queue.queue.capability for name in self.ssn.index.names])
+            cap[named] = spec[named]
+        if inherited is not None:
+            cap = np.minimum(cap, inherited)
+        return cap
+
+    def _deserved(self, queue: QueueInfo, real: FloatArray) -> FloatArray:
+        spec = queue.queue.deserved
+        deserved = as_float(self.ssn.index.vector(spec)) if spec is not None else np.zeros(len(self.ssn.index))
+        return np.maximum(np.minimum(deserved, real), self.guarantee[queue.name])
+
+    def _build_flat(self) -> None:
+        total = as_float(self.ssn.total)
+        total_guarantee = sum(self.guarantee.values(), np.zeros_like(total))
+        for name, queue in self.ssn.queues.items():
+            real = np.minimum(
+                self._capability(queue, None), np.maximum(total - total_guarantee, 0) + self.guarantee[name]
+            )
+            self.real_capability[name] = real
+            self.deserved[name] = self._deserved(queue, real)
+
+    def _build_tree(self, root: QueueInfo) -> None:
+        cap = self._capability(root, None)
+        self.real_capability[root.name] = cap
+        self.deserved[root.name] = self._deserved(root, cap)
+        self._build_children(root)
+
+    def _build_children(self, parent: QueueInfo) -> None:
+        parent_real = self.real_capability[parent.name]
+        siblings_guarantee = sum((self.guarantee[c.name] for c in parent.children), np.zeros_like(parent_real))
+        for child in parent.children:
+            room = np.maximum(parent_real - siblings_guarantee, 0) + self.guarantee[child.name]
+            real = np.minimum(self._capability(child, parent_real), room)
+            self.real_capability[child.name] = real
+            self.deserved[child.name] = self._deserved(child, real)
+            self._build_children(child)
+
+    def _chain(self, queue: QueueInfo) -> list[QueueInfo]:
+        """The queue then its ancestors up to the root: every level must allow a placement."""
+        return [queue, *reversed(queue.ancestors)]
+
+    # -- extension points --------------------------------------------------------------------------
+    def _queue_order(self, queue: Any) -> float:
+        deserved = self.deserved[queue.name]
+        if not deserved[self.dims].any():
+            return 1.0
+        return share(as_float(queue.allocated), deserved, self.dims)
+
+    def _limit_reason(self, queue: QueueInfo, used: FloatArray, dims: Any, current: FloatArray) -> str | None:
+        real = self.real_capability[queue.name]
+        col = first_exceeded(used, real, dims)
+        if col is None:
+            return None
+        index = self.ssn.index
+        return (
+            f"queue {queue.name} at capability {index.names[col]} "
+            f"{amount(index, col, float(current[col]))}/{amount(index, col, float(real[col]))}"
+        )
+
+    def _allocatable(self, queue: QueueInfo, task: TaskInfo) -> str | None:
+        if queue.queue.state is not QueueState.OPEN:
+            return f"queue {queue.name} is {queue.queue.state.value}"
+        if not queue.is_leaf:
+            return f"queue {queue.name} has child queues; only leaf queues take jobs"
+        dims = self.dims & (task.request > 0)
+        for level in self._chain(queue):
+            allocated = as_float(level.allocated)
+            reason = self._limit_reason(level, allocated + task.request, dims, allocated)
+            if reason:
+                return reason
+        return None
+
+    def _enqueueable(self, job: JobInfo) -> str | None:
+        queue = job.queue
+        if queue.queue.state is not QueueState.OPEN:
+            return f"queue {queue.name} is {queue.queue.state.value}"
+        if not queue.is_leaf:
+            return f"queue {queue.name} has child queues; only leaf queues take jobs"
+        if not job.min_resources.any():
+            return None
+        dims = self.dims & (job.min_resources > 0)
+        for level in self._chain(queue):
+            current = as_float(level.allocated + level.inqueue)
+            reason = self._limit_reason(level, current + job.min_resources, dims, current)
+            if reason:
+                return reason
+        return None
+
+    def _may_reclaim(self, queue: QueueInfo, task: TaskInfo) -> str | None:
+        """A queue may reclaim while, on some resource it asks for, it stays within its deserved share."""
+        dims = self.dims & (task.request > 0)
+        future = as_float(queue.allocated + task.request)
+        if first_exceeded(future, self.real_capability[queue.name], dims) is not None:
+            return f"queue {queue.name} would exceed its capability"
+        deserved = self.deserved[queue.name]
+        if ((future <= deserved) & dims & (deserved > 0)).any():
+            return None
+        return f"queue {queue.name} is at its deserved share"
+
+    def _reclaimable(self, reclaimer: TaskInfo, candidates: list[TaskInfo]) -> list[TaskInfo]:
+        allocations: dict[str, FloatArray] = {}
+        victims = []
+        for victim in candidates:
+            queue = victim.job.queue
+            allocated = allocations.setdefault(queue.name, as_float(queue.allocated))
+            after = allocated - victim.request
+            if (after[self.dims] < self.guarantee[queue.name][self.dims]).any():
+                continue  # never below the victim queue's guarantee
+            deserved = self.deserved[queue.name]
+            relevant = self.dims & (victim.request > 0) & (deserved > 0)
+            if relevant.any() and not (allocated[relevant] > deserved[relevant]).any():
+                continue  # the victim queue is within its deserved share
+            allocated -= victim.request
+            victims.append(victim)
+        return victims

@@ -1,0 +1,40 @@
+"""drf: Dominant Resource Fairness between jobs: the job with the smallest dominant share goes first."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from tidegate.scheduler.framework import Plugin
+from tidegate.scheduler.info import TaskInfo
+from tidegate.scheduler.node_table import IntArray
+from tidegate.scheduler.session import Session
+
+
+class DrfPlugin(Plugin):
+    name = "drf"
+
+    def on_session_open(self, ssn: Session) -> None:
+        dims = ssn.quota_mask & (ssn.total > 0)
+        total = ssn.total[dims].astype(np.float64)
+
+        def share(allocated: IntArray) -> float:
+            if not len(total):
+                return 0.0
+            return float((allocated[dims] / total).max())
+
+        def job_order(job: Any) -> float:
+            return share(job.allocated)
+
+        def preemptable(preemptor: TaskInfo, candidates: list[TaskInfo]) -> list[TaskInfo]:
+            mine = share(preemptor.job.allocated + preemptor.request)
+            victims = []
+            for victim in candidates:
+                theirs = share(victim.job.allocated - victim.request)
+                if mine < theirs or abs(mine - theirs) < 1e-9:
+                    victims.append(victim)
+            return victims
+
+        ssn.ext.job_order.append(job_order)
+        ssn.ext.preemptable.append(preemptable)

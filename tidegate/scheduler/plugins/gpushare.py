@@ -1,0 +1,74 @@
+"""gpushare: GPU slices (volcano.sh/gpu-memory, tidegate.io/gpu-milli) fit inside one card; whole
+cards (nvidia.com/gpu) take untouched cards; no card is ever over-committed.
+
+The chosen cards are recorded on the placement (Volcano writes them to volcano.sh/gpu-index).
+Card choice: `gpushare.cardPolicy` = first-fit (Volcano: lowest index that fits) or best-fit
+(the card with the least memory left after placing).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tidegate.scheduler.framework import Plugin
+from tidegate.scheduler.info import TaskInfo
+from tidegate.scheduler.node_table import BoolArray, IntArray
+from tidegate.scheduler.session import Session
+
+CARD_MILLI = 1000
+
+
+class GpuSharePlugin(Plugin):
+    name = "gpushare"
+
+    def on_session_open(self, ssn: Session) -> None:
+        self.ssn = ssn
+        self.card_policy = self.str_arg("gpushare.cardPolicy", "first-fit")
+        if self.card_policy not in ("first-fit", "best-fit"):
+            raise ValueError(f"plugin gpushare: gpushare.cardPolicy {self.card_policy!r}: use first-fit or best-fit")
+        ssn.ext.dynamic_filters.append(self)
+        ssn.ext.card_selector = self.select
+
+    def _slice_fits(self, task: TaskInfo, rows: IntArray | slice) -> BoolArray:
+        """Per node and card: can the task's slice go on this card?"""
+        table = self.ssn.table
+        ok: BoolArray = table.card_exists[rows] & ~table.card_whole[rows]
+        if task.gpu.mem_mib:
+            ok = ok & (table.card_mem[rows] - table.card_used_mem[rows] >= task.gpu.mem_mib)
+        if task.gpu.milli:
+            ok = ok & (CARD_MILLI - table.card_used_milli[rows] >= task.gpu.milli)
+        return ok
+
+    def fit(self, task: TaskInfo, rows: IntArray | slice) -> BoolArray:
+        gpu = task.gpu
+        if gpu.whole:
+            return np.asarray(self.ssn.table.free_cards(rows) >= gpu.whole, dtype=bool)
+        if gpu.shared:
+            return np.asarray(self._slice_fits(task, rows).any(axis=1), dtype=bool)
+        return np.ones(len(self.ssn.table.names) if isinstance(rows, slice) else len(rows), dtype=bool)
+
+    def explain(self, task: TaskInfo) -> list[tuple[str, BoolArray]]:
+        if task.gpu.whole:
+            return [("insufficient free GPU cards", self.fit(task, slice(None)))]
+        if task.gpu.shared:
+            return [("no GPU card with enough free memory", self.fit(task, slice(None)))]
+        return []
+
+    def select(self, task: TaskInfo, row: int) -> tuple[int, ...]:
+        table = self.ssn.table
+        gpu = task.gpu
+        if gpu.whole:
+            free = table.card_exists[row] & ~table.card_whole[row]
+            free &= (table.card_used_mem[row] == 0) & (table.card_used_milli[row] == 0)
+            return tuple(int(c) for c in np.flatnonzero(free)[: gpu.whole])
+        ok = self._slice_fits(task, np.array([row]))[0]
+        cards = np.flatnonzero(ok)
+        if not len(cards):
+            return ()
+        if self.card_policy == "best-fit":
+            if gpu.mem_mib:
+                left = table.card_mem[row, cards] - table.card_used_mem[row, cards]
+            else:
+                left = CARD_MILLI - table.card_used_milli[row, cards]
+            return (int(cards[int(np.argmin(left))]),)
+        return (int(cards[0]),)

@@ -1,0 +1,70 @@
+"""nodeorder: kube-scheduler's scores (least/most requested, balanced, node affinity, taint toleration).
+
+Weights use Volcano's argument names and defaults: leastrequested.weight 1, mostrequested.weight 0,
+balancedresource.weight 1, nodeaffinity.weight 2, tainttoleration.weight 3. Each score is 0..100.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tidegate.model.resources import CPU, MEMORY
+from tidegate.scheduler.framework import Plugin
+from tidegate.scheduler.info import TaskInfo
+from tidegate.scheduler.node_table import FloatArray, IntArray
+from tidegate.scheduler.session import Session
+
+MAX_SCORE = 100.0
+
+
+class NodeOrderPlugin(Plugin):
+    name = "nodeorder"
+
+    def on_session_open(self, ssn: Session) -> None:
+        self.ssn = ssn
+        self.least = self.float_arg("leastrequested.weight", 1)
+        self.most = self.float_arg("mostrequested.weight", 0)
+        self.balanced = self.float_arg("balancedresource.weight", 1)
+        self.affinity = self.float_arg("nodeaffinity.weight", 2)
+        self.taint = self.float_arg("tainttoleration.weight", 3)
+        self.cols = np.array([ssn.index.col[CPU], ssn.index.col[MEMORY]])
+        if self.affinity or self.taint:
+            ssn.ext.static_scores.append(self.static_score)
+        if self.least or self.most or self.balanced:
+            ssn.ext.dynamic_scores.append(self.dynamic_score)
+
+    def static_score(self, task: TaskInfo) -> FloatArray:
+        n = len(self.ssn.table)
+        score = np.zeros(n, dtype=np.float64)
+        affinity = task.pod.affinity
+        if self.affinity and affinity is not None and affinity.preferred:
+            raw = np.zeros(n, dtype=np.float64)
+            for term in affinity.preferred:
+                raw += term.weight * self.ssn.label_index.term(term.preference)
+            top = raw.max()
+            if top > 0:
+                score += self.affinity * raw * (MAX_SCORE / top)
+        if self.taint:
+            counts = self.ssn.taint_index.intolerable_preferred(task.pod.tolerations)
+            top = counts.max() if len(counts) else 0
+            if top > 0:
+                score += self.taint * (MAX_SCORE - counts * (MAX_SCORE / top))
+            else:
+                score += self.taint * MAX_SCORE
+        return score
+
+    def dynamic_score(self, task: TaskInfo, rows: IntArray | slice) -> FloatArray:
+        table = self.ssn.table
+        alloc = table.alloc[rows][:, self.cols].astype(np.float64)
+        requested = (table.used[rows][:, self.cols] + task.request[self.cols]).astype(np.float64)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            fraction = np.where(alloc > 0, requested / alloc, 1.0)
+        fraction = np.clip(fraction, 0.0, 1.0)
+        score = np.zeros(len(fraction), dtype=np.float64)
+        if self.least:
+            score += self.least * (1.0 - fraction).mean(axis=1) * MAX_SCORE
+        if self.most:
+            score += self.most * fraction.mean(axis=1) * MAX_SCORE
+        if self.balanced:
+            score += self.balanced * (1.0 - np.abs(fraction[:, 0] - fraction[:, 1])) * MAX_SCORE
+        return score

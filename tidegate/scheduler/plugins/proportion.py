@@ -1,0 +1,142 @@
+"""proportion: queues share the cluster by weight (water-filling), each capped by what it asks for.
+
+Idle quota flows to queues with demand; when an owner's demand returns, its deserved share grows
+back and the reclaim action takes resources back from queues above theirs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from tidegate.model.objects import QueueState
+from tidegate.scheduler.framework import Plugin
+from tidegate.scheduler.info import JobInfo, QueueInfo, TaskInfo
+from tidegate.scheduler.node_table import FloatArray
+from tidegate.scheduler.plugins.quota import INF, amount, as_float, first_exceeded, share
+from tidegate.scheduler.session import Session
+
+
+class ProportionPlugin(Plugin):
+    name = "proportion"
+
+    def on_session_open(self, ssn: Session) -> None:
+        self.ssn = ssn
+        self.dims = ssn.quota_mask
+        queues = [q for q in ssn.queues.values() if q.jobs]
+        total = as_float(ssn.total)
+        total_guarantee = sum(
+            (as_float(ssn.vector(q.queue.guarantee)) for q in ssn.queues.values()), np.zeros_like(total)
+        )
+        self.real_capability: dict[str, FloatArray] = {}
+        self.deserved: dict[str, FloatArray] = {}
+        for q in queues:
+            guarantee = as_float(ssn.vector(q.queue.guarantee))
+            real = np.maximum(total - total_guarantee, 0) + guarantee
+            if q.queue.capability is not None:
+                cap = as_float(ssn.index.vector(q.queue.capability))
+                cap[cap == 0] = INF
+                real = np.minimum(real, cap)
+            self.real_capability[q.name] = real
+        self._water_fill(queues, total)
+        ssn.ext.queue_order.append(self._queue_order)
+        ssn.ext.queue_overused.append(self._overused)
+        ssn.ext.queue_allocatable.append(self._allocatable)
+        ssn.ext.job_enqueueable.append(self._enqueueable)
+        ssn.ext.reclaimable.append(self._reclaimable)
+
+    def _water_fill(self, queues: list[QueueInfo], total: FloatArray) -> None:
+        """Split the cluster by weight; a queue never deserves more than it requests or may use."""
+        deserved = {q.name: np.zeros_like(total) for q in queues}
+        remaining = total.copy()
+        met: set[str] = set()
+        while True:
+            weight = sum(q.queue.weight for q in queues if q.name not in met)
+            if weight == 0:
+                break
+            before = remaining.copy()
+            increased = np.zeros_like(total)
+            decreased = np.zeros_like(total)
+            for q in queues:
+                if q.name in met:
+                    continue
+                old = deserved[q.name].copy()
+                new = old + remaining * (q.queue.weight / weight)
+                new = np.minimum(new, self.real_capability[q.name])
+                new = np.minimum(new, as_float(q.request))
+                new = np.maximum(new, as_float(self.ssn.vector(q.queue.guarantee)))
+                deserved[q.name] = new
+                if (as_float(q.request)[self.dims] <= new[self.dims]).all() or np.array_equal(new, old):
+                    met.add(q.name)
+                diff = new - old
+                increased += np.maximum(diff, 0)
+                decreased += np.maximum(-diff, 0)
+            remaining = np.maximum(remaining + decreased - increased, 0)
+            if not remaining[self.dims].any() or np.array_equal(remaining, before):
+                break
+        self.deserved = deserved
+
+    def deserved_of(self, queue: QueueInfo) -> FloatArray:
+        return self.deserved.get(queue.name, np.zeros(len(self.ssn.index)))
+
+    def _queue_order(self, queue: Any) -> float:
+        return share(as_float(queue.allocated), self.deserved_of(queue), self.dims)
+
+    def _overused(self, queue: QueueInfo) -> str | None:
+        deserved = self.deserved_of(queue)
+        if (deserved[self.dims] <= queue.allocated[self.dims]).all():
+            return f"queue {queue.name} overused: allocated reached its deserved share"
+        return None
+
+    def _allocatable(self, queue: QueueInfo, task: TaskInfo) -> str | None:
+        if queue.queue.state is not QueueState.OPEN:
+            return f"queue {queue.name} is {queue.queue.state.value}"
+        dims = self.dims & (task.request > 0)
+        deserved = self.deserved_of(queue)
+        col = first_exceeded(as_float(queue.allocated + task.request), deserved, dims)
+        if col is None:
+            return None
+        index = self.ssn.index
+        if deserved[col] >= self.ssn.total[col]:
+            return (
+                f"cluster full: {index.names[col]} "
+                f"{amount(index, col, float(queue.allocated[col]))}/{amount(index, col, float(self.ssn.total[col]))}"
+                f" allocated to queue {queue.name}"
+            )
+        return (
+            f"queue {queue.name} at deserved share {index.names[col]} "
+            f"{amount(index, col, float(queue.allocated[col]))}/{amount(index, col, float(deserved[col]))}"
+        )
+
+    def _enqueueable(self, job: JobInfo) -> str | None:
+        queue = job.queue
+        if queue.queue.state is not QueueState.OPEN:
+            return f"queue {queue.name} is {queue.queue.state.value}"
+        if not job.min_resources.any():
+            return None
+        real = self.real_capability.get(queue.name)
+        if real is None:
+            return None
+        dims = self.dims & (job.min_resources > 0)
+        used = as_float(job.min_resources + queue.allocated + queue.inqueue)
+        col = first_exceeded(used, real, dims)
+        if col is None:
+            return None
+        index = self.ssn.index
+        return (
+            f"queue {queue.name} at capability {index.names[col]} "
+            f"{amount(index, col, float(queue.allocated[col] + queue.inqueue[col]))}/{amount(index, col, real[col])}"
+        )
+
+    def _reclaimable(self, reclaimer: TaskInfo, candidates: list[TaskInfo]) -> list[TaskInfo]:
+        allocations: dict[str, FloatArray] = {}
+        victims = []
+        for victim in candidates:
+            queue = victim.job.queue
+            allocated = allocations.setdefault(queue.name, as_float(queue.allocated))
+            deserved = self.deserved_of(queue)
+            if not (allocated[self.dims] <= deserved[self.dims]).all():
+                allocated -= victim.request
+                victims.append(victim)
+        return victims

@@ -1,0 +1,41 @@
+"""Vector helpers shared by the queue-quota plugins (proportion, capacity)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tidegate.model.quantity import format_canonical
+from tidegate.scheduler.node_table import BoolArray, FloatArray, IntArray, ResourceIndex
+
+INF = float("inf")
+
+
+def as_float(vector: IntArray) -> FloatArray:
+    out: FloatArray = vector.astype(np.float64)
+    return out
+
+
+def first_exceeded(used: FloatArray, limit: FloatArray, dims: BoolArray) -> int | None:
+    """The first resource column among dims where used exceeds limit, or None."""
+    over = np.flatnonzero(dims & (used > limit))
+    return int(over[0]) if len(over) else None
+
+
+def share(allocated: FloatArray, deserved: FloatArray, dims: BoolArray) -> float:
+    """Volcano's queue share: the largest allocated/deserved over the resources deserved names."""
+    result = 0.0
+    for col in np.flatnonzero(dims):
+        want, have = deserved[col], allocated[col]
+        if want > 0:
+            result = max(result, have / want)
+        elif have > 0:
+            result = max(result, 1.0)
+    return result
+
+
+def amount(index: ResourceIndex, col: int, value: float) -> str:
+    name = index.names[col]
+    if value == INF:
+        return "unlimited"
+    return format_canonical(name, int(value))
+

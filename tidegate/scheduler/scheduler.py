@@ -1,0 +1,64 @@
+"""schedule(snapshot, config) -> Decisions: one pure scheduling cycle."""
+
+from __future__ import annotations
+
+from tidegate.model.objects import SchedulerConfiguration
+from tidegate.scheduler.actions.allocate import Allocate
+from tidegate.scheduler.actions.backfill import Backfill
+from tidegate.scheduler.actions.enqueue import Enqueue
+from tidegate.scheduler.actions.preempt import Preempt
+from tidegate.scheduler.actions.reclaim import Reclaim
+from tidegate.scheduler.framework import Action, PluginRegistry
+from tidegate.scheduler.info import TaskStatus
+from tidegate.scheduler.plugins import default_registry
+from tidegate.scheduler.session import Session
+from tidegate.scheduler.snapshot import Bind, Decisions, Evict, GroupStatus, PendingJob, Pipeline, Snapshot
+
+ACTIONS: dict[str, Action] = {
+    action.name: action for action in (Enqueue(), Allocate(), Backfill(), Preempt(), Reclaim())
+}
+
+
+def schedule(
+    snapshot: Snapshot,
+    config: SchedulerConfiguration | None = None,
+    registry: PluginRegistry | None = None,
+) -> Decisions:
+    """Run the configured actions over the snapshot; the same input always gives the same output."""
+    config = config or SchedulerConfiguration()
+    unknown = [name for name in config.actions if name not in ACTIONS]
+    if unknown:
+        raise ValueError(f"unknown action(s) {', '.join(unknown)}; known: {', '.join(ACTIONS)}")
+    ssn = Session(snapshot, config, registry or default_registry())
+    for name in config.actions:
+        ACTIONS[name].execute(ssn)
+    decisions = decide(ssn)
+    ssn.close()
+    return decisions
+
+
+def decide(ssn: Session) -> Decisions:
+    """What the session concluded, as values for adapters to apply."""
+    out = Decisions()
+    names = ssn.table.names
+    for task in ssn.allocation_log:
+        if task.status is TaskStatus.ALLOCATED and task.node >= 0:
+            out.binds.append(Bind(task.key, names[task.node], task.cards))
+    for key, reason in ssn.evictions.items():
+        task = ssn.tasks[key]
+        out.evictions.append(Evict(key, names[task.node], reason))
+    for job in ssn.jobs:
+        for task in job.tasks:
+            if task.status is TaskStatus.PIPELINED:
+                out.pipelined.append(Pipeline(task.key, names[task.node]))
+        phase = ssn.final_phase(job)
+        waiting = job.counts[TaskStatus.PENDING] + job.counts[TaskStatus.PIPELINED]
+        if job.ready_num < job.min_available:
+            waiting = max(waiting, job.min_available - job.ready_num)
+        reason = job.reason if waiting else ""
+        if waiting and not reason:
+            reason = "pods pipelined; waiting for evictions" if job.waiting_num else "waiting for a scheduling turn"
+        out.groups.append(GroupStatus(job.key, job.queue.name, phase, reason))
+        if waiting:
+            out.pending.append(PendingJob(job.key, job.queue.name, reason))
+    return out

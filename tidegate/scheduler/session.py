@@ -1,0 +1,436 @@
+"""One scheduling session over a snapshot: the state actions and plugins share.
+
+The session owns the columnar node table, the job/queue views, the plugins' extension points and
+the per-shape placement caches. It never reads a clock or does I/O.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from tidegate.model.objects import (
+    DEFAULT_QUEUE,
+    ROOT_QUEUE,
+    NodeAffinity,
+    Pod,
+    PodGroup,
+    PodGroupPhase,
+    PodPhase,
+    Queue,
+    SchedulerConfiguration,
+)
+from tidegate.model.resources import PODS, Resources
+from tidegate.scheduler.framework import ExtensionPoints, Plugin, PluginRegistry
+from tidegate.scheduler.info import GpuRequest, JobInfo, QueueInfo, TaskInfo, TaskStatus
+from tidegate.scheduler.labels import LabelIndex, TaintIndex
+from tidegate.scheduler.node_table import BoolArray, FloatArray, IntArray, NodeTable, ResourceIndex
+from tidegate.scheduler.snapshot import Snapshot
+from tidegate.scheduler.statement import Statement
+
+NEG_INF = float("-inf")
+
+
+@dataclass(slots=True)
+class ShapeCache:
+    """Filter and score vectors over all nodes for one pod shape, refreshed row by row."""
+
+    static_mask: BoolArray
+    static_score: FloatArray
+    total: FloatArray  # score where the pod fits now, -inf elsewhere
+    seen: int  # position in NodeTable.changes already folded in
+
+
+def _shape_of(pod: Pod, affinity: NodeAffinity | None) -> tuple[object, ...]:
+    return (
+        pod.requests,
+        tuple(sorted(pod.node_selector.items())),
+        affinity,
+        pod.tolerations,
+    )
+
+
+class Session:
+    """State of one scheduling cycle."""
+
+    def __init__(self, snapshot: Snapshot, config: SchedulerConfiguration, registry: PluginRegistry) -> None:
+        self.now = snapshot.now
+        self.config = config
+        self.index = ResourceIndex(self._resource_names(snapshot))
+        self.table = NodeTable(snapshot.nodes, self.index)
+        self.label_index = LabelIndex(self.table.labels)
+        self.taint_index = TaintIndex(self.table.taints)
+        width = len(self.index)
+        self.quota_mask: BoolArray = np.ones(width, dtype=bool)
+        self.quota_mask[self.index.col[PODS]] = False
+        schedulable_alloc = self.table.alloc[self.table.schedulable]
+        self.total: IntArray = schedulable_alloc.sum(axis=0) if len(schedulable_alloc) else np.zeros(width, np.int64)
+        self.total[self.index.col[PODS]] = 0
+        self.warnings: list[str] = []
+        self.queues = self._build_queues(snapshot.queues)
+        self.hierarchical = any(q.ancestors for q in self.queues.values())
+        self.jobs: list[JobInfo] = []
+        self.tasks: dict[str, TaskInfo] = {}
+        self.ext = ExtensionPoints()
+        self.allocation_log: list[TaskInfo] = []
+        self._vectors: dict[Resources, IntArray] = {}
+        self._build_jobs(snapshot.groups, snapshot.pods)
+        self.evictions: dict[str, str] = {}
+        self.plugins: list[Plugin] = []
+        for tier in config.tiers:
+            for option in tier.plugins:
+                plugin = registry.create(option.name, option.arguments)
+                self.plugins.append(plugin)
+        for plugin in self.plugins:
+            plugin.on_session_open(self)
+        self._shapes: dict[tuple[object, ...], ShapeCache] = {}
+
+    # -- construction ------------------------------------------------------------------------------
+    @staticmethod
+    def _resource_names(snapshot: Snapshot) -> set[str]:
+        names: set[str] = set()
+        for node in snapshot.nodes:
+            names.update(node.allocatable)
+        for pod in snapshot.pods:
+            names.update(pod.requests)
+        for queue in snapshot.queues:
+            for spec in (queue.capability, queue.deserved, queue.guarantee):
+                if spec is not None:
+                    names.update(spec)
+        for group in snapshot.groups:
+            names.update(group.min_resources)
+        return names
+
+    def vector(self, resources: Resources) -> IntArray:
+        vec = self._vectors.get(resources)
+        if vec is None:
+            vec = self.index.vector(resources)
+            vec.flags.writeable = False
+            self._vectors[resources] = vec
+        return vec
+
+    def _build_queues(self, queues: list[Queue]) -> dict[str, QueueInfo]:
+        width = len(self.index)
+        by_name = {q.name: q for q in queues}
+        hierarchical = any(q.parent and q.name != ROOT_QUEUE for q in queues)
+        if DEFAULT_QUEUE not in by_name:
+            by_name[DEFAULT_QUEUE] = Queue(name=DEFAULT_QUEUE, parent=ROOT_QUEUE if hierarchical else "")
+        if hierarchical and ROOT_QUEUE not in by_name:
+            by_name[ROOT_QUEUE] = Queue(name=ROOT_QUEUE)
+        infos = {
+            name: QueueInfo(
+                queue=q,
+                allocated=np.zeros(width, np.int64),
+                request=np.zeros(width, np.int64),
+                inqueue=np.zeros(width, np.int64),
+            )
+            for name, q in by_name.items()
+        }
+        if hierarchical:
+            for info in infos.values():
+                if info.name == ROOT_QUEUE:
+                    continue
+                chain: list[QueueInfo] = []
+                parent = info.queue.parent or ROOT_QUEUE
+                while parent and parent in infos and infos[parent] not in chain and parent != info.name:
+                    chain.append(infos[parent])
+                    if parent == ROOT_QUEUE:
+                        break
+                    parent = infos[parent].queue.parent or ROOT_QUEUE
+                if parent not in infos:
+                    self.warnings.append(f"queue {info.name}: parent queue {parent} does not exist")
+                info.ancestors = list(reversed(chain))
+                if chain:
+                    chain[0].children.append(info)
+        return infos
+
+    def _build_jobs(self, groups: list[PodGroup], pods: list[Pod]) -> None:
+        width = len(self.index)
+        pods_by_group: dict[tuple[str, str], list[Pod]] = {}
+        for pod in pods:
+            pods_by_group.setdefault((pod.namespace, pod.group), []).append(pod)
+        shapes: dict[tuple[object, ...], tuple[object, ...]] = {}
+        for group in groups:
+            queue = self.queues.get(group.queue)
+            if queue is None:
+                self.warnings.append(f"podgroup {group.key}: queue {group.queue} does not exist; skipped")
+                continue
+            job = JobInfo(
+                group=group,
+                queue=queue,
+                min_resources=self.vector(group.min_resources),
+                priority=0,
+                allocated=np.zeros(width, np.int64),
+                counts=dict.fromkeys(TaskStatus, 0),
+                phase=group.phase,
+            )
+            for pod in pods_by_group.pop((group.namespace, group.name), []):
+                request = self.vector(pod.requests + Resources({PODS: 1}))
+                affinity = pod.affinity
+                shape = _shape_of(pod, affinity)
+                shape = shapes.setdefault(shape, shape)
+                task = TaskInfo(pod=pod, job=job, request=request, gpu=GpuRequest.of(pod), shape=shape)
+                job.tasks.append(task)
+                job.counts[TaskStatus.PENDING] += 1
+                job.priority = max(job.priority, pod.priority)
+                self.tasks[pod.key] = task
+                self._account_existing(task)
+                queue.request += request
+                for ancestor in queue.ancestors:
+                    ancestor.request += request
+            queue.jobs.append(job)
+            self.jobs.append(job)
+        for (namespace, name), orphans in pods_by_group.items():
+            self.warnings.append(
+                f"{len(orphans)} pod(s) in {namespace} name PodGroup {name!r}, which does not exist; not scheduled"
+            )
+
+    def _account_existing(self, task: TaskInfo) -> None:
+        pod = task.pod
+        if pod.phase is PodPhase.SUCCEEDED:
+            task.job.set_status(task, TaskStatus.SUCCEEDED)
+            return
+        if pod.phase is PodPhase.FAILED:
+            task.job.set_status(task, TaskStatus.FAILED)
+            return
+        if not pod.node_name:
+            return
+        row = self.table.row.get(pod.node_name)
+        if row is None:
+            self.warnings.append(f"pod {pod.key} is bound to unknown node {pod.node_name}")
+            task.job.set_status(task, TaskStatus.RUNNING)
+            return
+        cards = pod.gpu_indices or self.select_cards(task, row)
+        self.apply_allocate(task, row, cards, TaskStatus.RUNNING)
+
+    # -- order: plugin keys in tier order, then creation time and name ---------------------------
+    def job_key(self, job: JobInfo) -> tuple[object, ...]:
+        return (*(key(job) for key in self.ext.job_order), job.group.created, job.key)
+
+    def queue_key(self, queue: QueueInfo) -> tuple[object, ...]:
+        return (-queue.queue.priority, *(key(queue) for key in self.ext.queue_order), queue.name)
+
+    def task_key(self, task: TaskInfo) -> tuple[object, ...]:
+        return (*(key(task) for key in self.ext.task_order), task.pod.created, task.key)
+
+    # -- votes -------------------------------------------------------------------------------------
+    def job_invalid_reason(self, job: JobInfo) -> str | None:
+        for vote in self.ext.job_valid:
+            reason = vote(job)
+            if reason:
+                return reason
+        return None
+
+    def job_not_enqueueable_reason(self, job: JobInfo) -> str | None:
+        for vote in self.ext.job_enqueueable:
+            reason = vote(job)
+            if reason:
+                return reason
+        return None
+
+    def job_ready(self, job: JobInfo) -> bool:
+        return all(check(job) for check in self.ext.job_ready)
+
+    def job_pipelined(self, job: JobInfo) -> bool:
+        return all(check(job) for check in self.ext.job_pipelined)
+
+    def job_starving(self, job: JobInfo) -> bool:
+        if not self.ext.job_starving:
+            return job.ready_num + job.waiting_num < len(job.tasks)
+        return all(check(job) for check in self.ext.job_starving)
+
+    def queue_overused_reason(self, queue: QueueInfo) -> str | None:
+        for vote in self.ext.queue_overused:
+            reason = vote(queue)
+            if reason:
+                return reason
+        return None
+
+    def queue_not_allocatable_reason(self, queue: QueueInfo, task: TaskInfo) -> str | None:
+        for vote in self.ext.queue_allocatable:
+            reason = vote(queue, task)
+            if reason:
+                return reason
+        return None
+
+    def queue_may_reclaim(self, queue: QueueInfo, task: TaskInfo) -> bool:
+        return all(vote(queue, task) is None for vote in self.ext.queue_reclaim_allowed)
+
+    def victims(
+        self,
+        filters: list[Callable[[TaskInfo, list[TaskInfo]], list[TaskInfo]]],
+        task: TaskInfo,
+        candidates: list[TaskInfo],
+    ) -> list[TaskInfo]:
+        """Candidates every victim filter allows, in the candidates' order."""
+        if not filters:
+            return []
+        allowed = candidates
+        for victim_filter in filters:
+            keep = {id(t) for t in victim_filter(task, allowed)}
+            allowed = [t for t in allowed if id(t) in keep]
+            if not allowed:
+                break
+        return allowed
+
+    # -- placement ---------------------------------------------------------------------------------
+    def _shape_cache(self, task: TaskInfo) -> ShapeCache:
+        cache = self._shapes.get(task.shape)
+        if cache is None:
+            n = len(self.table)
+            mask = self.table.schedulable.copy()
+            for static_filter in self.ext.static_filters:
+                for _, passing in static_filter(task):
+                    mask &= passing
+            score = np.zeros(n, dtype=np.float64)
+            for static_score in self.ext.static_scores:
+                score += static_score(task)
+            cache = ShapeCache(mask, score, np.full(n, NEG_INF), len(self.table.changes))
+            rows = np.flatnonzero(mask)
+            if len(rows):
+                self._refresh(task, cache, rows)
+            self._shapes[task.shape] = cache
+        elif cache.seen < len(self.table.changes):
+            pending = self.table.changes[cache.seen :]
+            cache.seen = len(self.table.changes)
+            if len(pending) > len(self.table) // 8:
+                rows = np.flatnonzero(cache.static_mask)
+            else:
+                rows = np.array(sorted(set(pending)), dtype=np.int64)
+                rows = rows[cache.static_mask[rows]]
+            if len(rows):
+                self._refresh(task, cache, rows)
+        return cache
+
+    def _refresh(self, task: TaskInfo, cache: ShapeCache, rows: IntArray) -> None:
+        fits = np.ones(len(rows), dtype=bool)
+        for dynamic_filter in self.ext.dynamic_filters:
+            fits &= dynamic_filter.fit(task, rows)
+        score = cache.static_score[rows].copy()
+        for dynamic_score in self.ext.dynamic_scores:
+            score += dynamic_score(task, rows)
+        cache.total[rows] = np.where(fits, score, NEG_INF)
+
+    def best_node(self, task: TaskInfo) -> int | None:
+        """The highest-scoring node the task fits on now (lowest index on ties), or None."""
+        total = self._shape_cache(task).total
+        row = int(total.argmax())
+        return None if total[row] == NEG_INF else row
+
+    def static_candidates(self, task: TaskInfo) -> BoolArray:
+        """Nodes that pass every filter that does not depend on resources (for preempt/reclaim)."""
+        return self._shape_cache(task).static_mask
+
+    def fits_future_idle(self, task: TaskInfo, row: int, extra: IntArray | None = None) -> bool:
+        future = self.table.future_idle_row(row)
+        if extra is not None:
+            future = future + extra
+        return bool((task.request <= future).all())
+
+    def explain(self, task: TaskInfo) -> str:
+        """Why no node takes the task: '0/40 nodes: 32 untolerated taint ..., 8 insufficient ...'."""
+        n = len(self.table)
+        failed = np.zeros(n, dtype=bool)
+        reasons: Counter[str] = Counter()
+
+        def charge(reason: str, passing: BoolArray) -> None:
+            newly = ~passing & ~failed
+            count = int(newly.sum())
+            if count:
+                reasons[reason] += count
+                failed[newly] = True
+
+        charge("unschedulable", self.table.schedulable)
+        for static_filter in self.ext.static_filters:
+            for reason, passing in static_filter(task):
+                charge(reason, passing)
+        for dynamic_filter in self.ext.dynamic_filters:
+            for reason, passing in dynamic_filter.explain(task):
+                charge(reason, passing)
+        available = n - int(failed.sum())
+        detail = ", ".join(f"{count} {reason}" for reason, count in reasons.most_common())
+        return f"{available}/{n} nodes: {detail}" if detail else f"{available}/{n} nodes available"
+
+    def select_cards(self, task: TaskInfo, row: int) -> tuple[int, ...]:
+        if not task.gpu.any or self.ext.card_selector is None:
+            return ()
+        return self.ext.card_selector(task, row)
+
+    # -- state changes (called by Statement) -------------------------------------------------------
+    def _charge_queue(self, job: JobInfo, request: IntArray, sign: int) -> None:
+        job.allocated += sign * request
+        job.queue.allocated += sign * request
+        for ancestor in job.queue.ancestors:
+            ancestor.allocated += sign * request
+
+    def apply_allocate(self, task: TaskInfo, row: int, cards: tuple[int, ...], status: TaskStatus) -> None:
+        self.table.add_used(row, task.request)
+        if cards:
+            self.table.take_cards(row, cards, task.gpu.mem_mib, task.gpu.milli, task.gpu.whole > 0)
+        task.node, task.cards = row, cards
+        task.job.set_status(task, status)
+        self._charge_queue(task.job, task.request, 1)
+        if status is TaskStatus.ALLOCATED:
+            self.allocation_log.append(task)
+        for handler in self.ext.on_allocate:
+            handler(task)
+
+    def undo_allocate(self, task: TaskInfo, row: int, cards: tuple[int, ...], previous: TaskStatus) -> None:
+        self.table.add_used(row, task.request, -1)
+        if cards:
+            self.table.release_cards(row, cards, task.gpu.mem_mib, task.gpu.milli, task.gpu.whole > 0)
+        task.node, task.cards = -1, ()
+        task.job.set_status(task, previous)
+        self._charge_queue(task.job, task.request, -1)
+        for handler in self.ext.on_deallocate:
+            handler(task)
+
+    def apply_pipeline(self, task: TaskInfo, row: int) -> None:
+        self.table.pipelined[row] += task.request
+        self.table.changes.append(row)
+        task.node = row
+        task.job.set_status(task, TaskStatus.PIPELINED)
+        self._charge_queue(task.job, task.request, 1)
+        for handler in self.ext.on_allocate:
+            handler(task)
+
+    def undo_pipeline(self, task: TaskInfo, row: int, previous: TaskStatus) -> None:
+        self.table.pipelined[row] -= task.request
+        self.table.changes.append(row)
+        task.node = -1
+        task.job.set_status(task, previous)
+        self._charge_queue(task.job, task.request, -1)
+        for handler in self.ext.on_deallocate:
+            handler(task)
+
+    def apply_evict(self, task: TaskInfo, reason: str) -> None:
+        self.table.releasing[task.node] += task.request
+        self.table.changes.append(task.node)
+        task.job.set_status(task, TaskStatus.RELEASING)
+        self._charge_queue(task.job, task.request, -1)
+        for handler in self.ext.on_deallocate:
+            handler(task)
+
+    def undo_evict(self, task: TaskInfo, previous: TaskStatus) -> None:
+        self.table.releasing[task.node] -= task.request
+        self.table.changes.append(task.node)
+        task.job.set_status(task, previous)
+        self._charge_queue(task.job, task.request, 1)
+        for handler in self.ext.on_allocate:
+            handler(task)
+
+    def statement(self) -> Statement:
+        return Statement(self)
+
+    # -- iteration helpers for actions -------------------------------------------------------------
+    def close(self) -> None:
+        for plugin in self.plugins:
+            plugin.on_session_close(self)
+
+    def final_phase(self, job: JobInfo) -> PodGroupPhase:
+        if job.ready_num > 0 and job.ready_num >= job.min_available:
+            return PodGroupPhase.RUNNING
+        return PodGroupPhase.PENDING if job.phase is PodGroupPhase.PENDING else PodGroupPhase.INQUEUE
