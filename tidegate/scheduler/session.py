@@ -162,7 +162,7 @@ class Session:
                 group=group,
                 queue=queue,
                 min_resources=self.vector(group.min_resources),
-                priority=0,
+                priority=group.priority,
                 allocated=np.zeros(width, np.int64),
                 counts=dict.fromkeys(TaskStatus, 0),
                 phase=group.phase,
