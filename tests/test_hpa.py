@@ -1,0 +1,770 @@
+"""The HPA replica calculation against hand-worked Kubernetes behaviour (arithmetic in the comments).
+
+Reference: kubernetes pkg/controller/podautoscaler/horizontal.go and replica_calculator.go,
+pkg/apis/autoscaling/v2/defaults.go and pkg/apis/autoscaling/validation/validation.go.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from fractions import Fraction
+from typing import Any
+
+import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tidegate.autoscale.hpa import (
+    ABLE_TO_SCALE,
+    DEFAULT_BEHAVIOR,
+    DEFAULT_SCALE_UP_RULES,
+    DESIRED_WITHIN_RANGE,
+    FAILED_GET_EXTERNAL_METRIC,
+    PENDING_JOBS_DURATION_METRIC,
+    SCALE_DOWN_LIMIT,
+    SCALE_DOWN_STABILIZED,
+    SCALE_UP_LIMIT,
+    SCALING_ACTIVE,
+    SCALING_DISABLED,
+    SCALING_LIMITED,
+    TOO_FEW_REPLICAS,
+    TOO_MANY_REPLICAS,
+    ExternalMetric,
+    HPABehavior,
+    HPAController,
+    HPAControllerConfig,
+    HPAResult,
+    HPAScalingPolicy,
+    HPAScalingRules,
+    HPASpec,
+    HPAState,
+    LabelSelector,
+    MetricTarget,
+    ScaleEvent,
+    SelectPolicy,
+    check_hpa,
+    queue_metric_values,
+    step,
+)
+from tidegate.autoscale.hpa_manifest import parse_hpa
+from tidegate.model.errors import ManifestErrors, Source
+
+ISSUE_MANIFEST = """
+apiVersion: autoscaling/v2
+kind: HorizontalPodAutoscaler
+metadata: {name: cloud-burst-hpa}
+spec:
+  scaleTargetRef: {apiVersion: apps/v1, kind: Deployment, name: virtual-kubelet-cloud}
+  minReplicas: 0
+  maxReplicas: 20
+  metrics:
+  - type: External
+    external:
+      metric:
+        name: volcano_queue_pending_jobs_duration_seconds
+        selector: {matchLabels: {queue: hybrid-gpu-pool}}
+      target: {type: AverageValue, averageValue: "300"}
+  behavior:
+    scaleDown:
+      stabilizationWindowSeconds: 600
+      policies:
+      - {type: Percent, value: 10, periodSeconds: 60}
+"""
+
+M = "m"  # the metric name of the hand-built specs
+FROM_ZERO = HPAControllerConfig(allow_scale_from_zero=True)
+
+
+def issue_spec() -> HPASpec:
+    return parse_hpa(yaml.safe_load(ISSUE_MANIFEST), Source("issue.yaml"))
+
+
+def pending(value: float) -> dict[str, list[float]]:
+    return {PENDING_JOBS_DURATION_METRIC: [value]}
+
+
+def metric(*, average: int | None = None, value: int | None = None) -> ExternalMetric:
+    if average is not None:
+        return ExternalMetric(M, MetricTarget("AverageValue", average_value=Fraction(average)))
+    assert value is not None
+    return ExternalMetric(M, MetricTarget("Value", value=Fraction(value)))
+
+
+def rules(*policies: tuple[str, int, int], window: int | None = 0, select: SelectPolicy = "Max") -> HPAScalingRules:
+    return HPAScalingRules(
+        window,
+        select,
+        tuple(HPAScalingPolicy("Pods" if t == "Pods" else "Percent", v, p) for t, v, p in policies),
+    )
+
+
+def spec_of(
+    *,
+    min_replicas: int = 1,
+    max_replicas: int = 50,
+    behavior: HPABehavior | None = DEFAULT_BEHAVIOR,
+    metrics: Sequence[ExternalMetric] = (),
+) -> HPASpec:
+    return HPASpec(
+        name="h",
+        target_kind="Deployment",
+        target_name="d",
+        min_replicas=min_replicas,
+        max_replicas=max_replicas,
+        metrics=tuple(metrics) or (metric(average=1),),
+        behavior=behavior,
+    )
+
+
+def condition(result: HPAResult, type_: str) -> tuple[bool, str]:
+    found = [c for c in result.conditions if c.type == type_]
+    assert len(found) == 1, result.conditions
+    return found[0].status, found[0].reason
+
+
+# --------------------------------------------------------------------------------------------------
+# The issue's manifest
+# --------------------------------------------------------------------------------------------------
+
+
+def test_issue_manifest_parses_with_kubernetes_defaults() -> None:
+    spec = issue_spec()
+    assert (spec.name, spec.namespace) == ("cloud-burst-hpa", "default")
+    assert (spec.target_api_version, spec.target_kind, spec.target_name) == (
+        "apps/v1",
+        "Deployment",
+        "virtual-kubelet-cloud",
+    )
+    assert (spec.min_replicas, spec.max_replicas) == (0, 20)
+    (m,) = spec.metrics
+    assert m.name == PENDING_JOBS_DURATION_METRIC
+    assert m.selector == LabelSelector.of({"queue": "hybrid-gpu-pool"})
+    assert m.target == MetricTarget("AverageValue", average_value=Fraction(300))
+    assert m.target.milli_value == 300_000
+    assert m.key == "volcano_queue_pending_jobs_duration_seconds{queue=hybrid-gpu-pool}"
+    # behavior is set, so scaleUp gets every default (defaults.go) ...
+    assert spec.behavior is not None
+    assert spec.behavior.scale_up == DEFAULT_SCALE_UP_RULES
+    assert spec.behavior.scale_up == rules(("Pods", 4, 15), ("Percent", 100, 15), window=0)
+    # ... and scaleDown keeps what it sets, selectPolicy defaulted to Max.
+    assert spec.behavior.scale_down == rules(("Percent", 10, 60), window=600, select="Max")
+    # Scaling from 0 needs the gate; with it, nothing to warn about (a Pods policy can start from 0).
+    assert check_hpa(spec, FROM_ZERO) == []
+    (warning,) = check_hpa(spec)
+    assert "minReplicas is 0" in warning and "HPAScaleToZero" in warning
+
+
+def test_issue_manifest_scales_up_from_zero_then_follows_the_pending_duration() -> None:
+    hpa = HPAController(issue_spec(), FROM_ZERO)
+    # t=0, 0 replicas, 1500 s pending: ratio 1500 / (300 x 0) = +Inf is outside the tolerance, so the
+    # proposal is ceil(1500 / 300) = 5; scale-up limit from 0: Pods 0 + 4 = 4, Percent ceil(0 x 2) = 0,
+    # Max -> 4.
+    r = hpa.step(0, 0, pending(1500))
+    assert (r.metric_replicas, r.desired_replicas, r.reason) == (5, 4, SCALE_UP_LIMIT)
+    assert condition(r, SCALING_LIMITED) == (True, SCALE_UP_LIMIT)
+    assert r.metrics[0].current_milli == 0  # per-pod average is reported as 0 at 0 replicas
+    # t=15: the scale event of t=0 is exactly one period old, so it no longer counts.
+    # ratio 1500 / (300 x 4) = 1.25 > 1.1 -> ceil(1500 / 300) = 5; limit max(4 + 4, ceil(4 x 2)) = 8.
+    r = hpa.step(15, 4, pending(1500))
+    assert (r.desired_replicas, r.reason) == (5, DESIRED_WITHIN_RANGE)
+    # t=30: ratio 1500 / (300 x 5) = 1.0 -> keep 5.
+    r = hpa.step(30, 5, pending(1500))
+    assert (r.desired_replicas, r.rescale) == (5, False)
+    # t=45: 390 s pending: ratio 390 / 1500 = 0.26 -> ceil(390 / 300) = 2, but the 600 s scale-down
+    # window still holds recommendations of 5.
+    r = hpa.step(45, 5, pending(390))
+    assert (r.metric_replicas, r.stabilized_replicas, r.desired_replicas) == (2, 5, 5)
+    assert r.reason == SCALE_DOWN_STABILIZED
+
+
+def test_average_value_sum_1500_over_300_with_2_replicas_is_5() -> None:
+    hpa = HPAController(issue_spec())
+    # Two samples summed: 1000 + 500 = 1500. ratio 1500 / (300 x 2) = 2.5 -> ceil(1500 / 300) = 5;
+    # scale-up limit from 2: max(2 + 4, ceil(2 x 2)) = 6, so 5 is within.
+    r = hpa.step(0, 2, {PENDING_JOBS_DURATION_METRIC: [1000, 500]})
+    assert (r.metric_replicas, r.desired_replicas, r.reason) == (5, 5, DESIRED_WITHIN_RANGE)
+    assert r.metrics[0].current_milli == 750_000  # 1500 / 2 pods = 750 per pod
+    assert condition(r, ABLE_TO_SCALE)[1] == "SucceededRescale"
+    assert condition(r, SCALING_ACTIVE)[1] == "ValidMetricFound"
+
+
+def test_issue_manifest_scale_down_waits_600_s_then_removes_10_percent_per_minute() -> None:
+    hpa = HPAController(issue_spec())
+    # t=0, 10 replicas, 3000 s pending: ratio 3000 / (300 x 10) = 1.0 -> keep 10 (recommendation 10).
+    assert hpa.step(0, 10, pending(3000)).desired_replicas == 10
+    # Recommendations 8 (2400 / 300), 6 (1800 / 300), then 2 (600 / 300) from t=180; the window
+    # (t - 600, t] still holds the 10s recorded at t=0, so the count is held at 10.
+    for t, total, proposal in [(60, 2400, 8), (120, 1800, 6), (180, 600, 2), (540, 600, 2)]:
+        r = hpa.step(t, 10, pending(total))
+        assert (r.metric_replicas, r.desired_replicas, r.reason) == (proposal, 10, SCALE_DOWN_STABILIZED)
+    # t=600: the t=0 recommendations have left the window; the highest left is 8 (t=60). Scale-down
+    # limit Percent 10/60 s from 10: int(10 x 0.9) = 9.
+    r = hpa.step(600, 10, pending(600))
+    assert (r.stabilized_replicas, r.desired_replicas, r.reason) == (8, 9, SCALE_DOWN_LIMIT)
+    # t=660: highest in (60, 660] is 6 (t=120); the event at t=600 is one period old -> start 9,
+    # int(9 x 0.9) = int(8.1) = 8.
+    r = hpa.step(660, 9, pending(600))
+    assert (r.stabilized_replicas, r.desired_replicas) == (6, 8)
+    # t=720: only 2s remain in the window; int(8 x 0.9) = int(7.2) = 7.
+    r = hpa.step(720, 8, pending(600))
+    assert (r.stabilized_replicas, r.desired_replicas) == (2, 7)
+
+
+# --------------------------------------------------------------------------------------------------
+# Tolerance and metric arithmetic
+# --------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("target", "total", "expected"),
+    [
+        # value target 100, 4 ready pods: ratio 105 / 100 = 1.05 is inside [0.9, 1.1] -> keep 4
+        (metric(value=100), 105, 4),
+        # averageValue 100 per pod, 4 pods: ratio 420 / (100 x 4) = 1.05 -> keep 4
+        (metric(average=100), 420, 4),
+        # the band is inclusive: 440 / 400 = 1.1 and 360 / 400 = 0.9 -> keep 4
+        (metric(average=100), 440, 4),
+        (metric(average=100), 360, 4),
+        # just outside: 444 / 400 = 1.11 -> ceil(444 / 100) = 5
+        (metric(average=100), 444, 5),
+        # value target: 150 / 100 = 1.5 -> ceil(1.5 x 4 ready pods) = 6
+        (metric(value=100), 150, 6),
+    ],
+)
+def test_tolerance_band(target: ExternalMetric, total: int, expected: int) -> None:
+    spec = spec_of(metrics=[target])
+    # min 1 and a 0 s scale-down window so only the tolerance decides.
+    spec = replace(spec, behavior=HPABehavior(scale_down=rules(("Percent", 100, 15))))
+    _, r = step(HPAState(), spec, 0, 4, {M: [total]})
+    assert r.desired_replicas == expected
+    assert r.rescale == (expected != 4)
+
+
+def test_value_target_multiplies_by_ready_pods_and_samples_round_up_to_milli() -> None:
+    spec = spec_of(metrics=[metric(value=100)])
+    # 4 pods exist but 2 are ready: ratio 300 / 100 = 3 -> ceil(3 x 2) = 6.
+    _, r = step(HPAState(), spec, 0, 4, {M: [300]}, ready_replicas=2)
+    assert r.metric_replicas == 6
+    # "0.0001" is 0.1 milli, read as 1 milli (Quantity.MilliValue rounds up): total 100.001 is
+    # within tolerance of 100, so nothing changes; the reported total is 100001 milli.
+    _, r = step(HPAState(), spec, 0, 4, {M: [100, "0.0001", "1m"]})
+    assert (r.desired_replicas, r.metrics[0].current_milli) == (4, 100_002)
+
+
+def test_configurable_tolerance_per_direction() -> None:
+    behavior = HPABehavior(
+        scale_up=HPAScalingRules(0, "Max", DEFAULT_SCALE_UP_RULES.policies, tolerance=0.5),
+        scale_down=rules(("Percent", 100, 15)),
+    )
+    spec = spec_of(metrics=[metric(average=100)], behavior=behavior)
+    # Scale-up tolerance 0.5: ratio 560 / (100 x 4) = 1.4 <= 1.5 -> keep 4.
+    assert step(HPAState(), spec, 0, 4, {M: [560]})[1].desired_replicas == 4
+    # Scale-down keeps the controller's 0.1: ratio 300 / 400 = 0.75 < 0.9 -> ceil(300 / 100) = 3.
+    assert step(HPAState(), spec, 0, 4, {M: [300]})[1].desired_replicas == 3
+
+
+def test_largest_metric_wins_and_failures_block_only_scale_downs() -> None:
+    a = ExternalMetric("a", MetricTarget("AverageValue", average_value=Fraction(100)))
+    b = ExternalMetric("b", MetricTarget("AverageValue", average_value=Fraction(100)))
+    spec = spec_of(metrics=[a, b], behavior=HPABehavior(scale_down=rules(("Percent", 100, 15))))
+    # a: ceil(800 / 100) = 8, b: ceil(200 / 100) = 2 -> 8.
+    _, r = step(HPAState(), spec, 0, 4, {"a": [800], "b": [200]})
+    assert r.desired_replicas == 8
+    # b has no samples: the others still scale up ...
+    _, r = step(HPAState(), spec, 0, 4, {"a": [800]})
+    assert r.desired_replicas == 8
+    # ... but never down (computeReplicasForMetrics: some invalid and replicas < spec replicas).
+    _, r = step(HPAState(), spec, 0, 4, {"a": [200]})
+    assert (r.desired_replicas, r.reason) == (4, FAILED_GET_EXTERNAL_METRIC)
+    assert "no metrics returned from external metrics API" in r.message
+    # Nothing at all: no action, ScalingActive False.
+    state, r = step(HPAState(), spec, 0, 4, {})
+    assert (r.desired_replicas, condition(r, SCALING_ACTIVE)) == (4, (False, FAILED_GET_EXTERNAL_METRIC))
+    assert len(state.recommendations) == 1  # only the initial one: no stabilization happened
+
+
+# --------------------------------------------------------------------------------------------------
+# Rate limits and stabilization
+# --------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("select", "first", "held", "second"),
+    [
+        # Max: from 3, Pods 3 + 4 = 7 vs Percent ceil(3 x 2) = 6 -> 7; at t=15 from 7: max(11, 14) = 14
+        ("Max", 7, 7, 14),
+        # Min: min(7, 6) = 6; at t=15 from 6: min(6 + 4, ceil(6 x 2)) = min(10, 12) = 10
+        ("Min", 6, 6, 10),
+    ],
+)
+def test_scale_up_limited_by_pods_and_percent_policies(
+    select: SelectPolicy, first: int, held: int, second: int
+) -> None:
+    up = rules(("Pods", 4, 15), ("Percent", 100, 15), select=select)
+    hpa = HPAController(spec_of(behavior=HPABehavior(scale_up=up)))
+    r = hpa.step(0, 3, {M: [40]})  # averageValue 1 -> proposal 40
+    assert (r.metric_replicas, r.desired_replicas, r.reason) == (40, first, SCALE_UP_LIMIT)
+    # t=5: the t=0 event is inside both 15 s periods, so the period started at 3 and the limit is
+    # unchanged: no further growth.
+    r = hpa.step(5, first, {M: [40]})
+    assert (r.desired_replicas, r.rescale, r.reason) == (held, False, SCALE_UP_LIMIT)
+    r = hpa.step(15, first, {M: [40]})
+    assert r.desired_replicas == second
+    assert hpa.state.scale_up_events[-1] == ScaleEvent(second - first, 15)
+
+
+def test_default_behavior_scales_up_fast_and_down_after_300_s() -> None:
+    spec = parse_hpa(
+        {
+            "apiVersion": "autoscaling/v2",
+            "kind": "HorizontalPodAutoscaler",
+            "metadata": {"name": "h"},
+            "spec": {
+                "scaleTargetRef": {"kind": "Deployment", "name": "d"},
+                "maxReplicas": 30,
+                "metrics": [
+                    {
+                        "type": "External",
+                        "external": {"metric": {"name": M}, "target": {"type": "AverageValue", "averageValue": 1}},
+                    }
+                ],
+                "behavior": {},
+            },
+        }
+    )
+    assert spec.behavior == DEFAULT_BEHAVIOR and spec.min_replicas == 1
+    hpa = HPAController(spec)
+    # Up: max(2 + 4, 2 x 2) = 6; max(6 + 4, 12) = 12; max(16, 24) = 24 >= 20 -> 20.
+    assert [hpa.step(t, c, {M: [20]}).desired_replicas for t, c in [(0, 2), (15, 6), (30, 12)]] == [6, 12, 20]
+    # Down to 2 from t=45: held at 20 while a 20 is inside (t - 300, t] (the last one was at t=30) ...
+    for t in range(45, 330, 15):
+        r = hpa.step(t, 20, {M: [2]})
+        assert (r.desired_replicas, r.reason) == (20, SCALE_DOWN_STABILIZED)
+    # ... released at t=330 (30 is not after 330 - 300); Percent 100 allows 0, so 2 is within range.
+    r = hpa.step(330, 20, {M: [2]})
+    assert (r.desired_replicas, r.reason) == (2, DESIRED_WITHIN_RANGE)
+    assert condition(r, SCALING_LIMITED) == (False, DESIRED_WITHIN_RANGE)
+
+
+def test_without_behavior_kubernetes_uses_its_older_algorithm() -> None:
+    spec = spec_of(behavior=None, max_replicas=30)
+    hpa = HPAController(spec)
+    # Up: at most max(2 x current, 4) per evaluation, no periods: 2 -> 4 -> 8 -> 16 -> 20, even 1 s apart.
+    seen = []
+    current = 2
+    for t in range(4):
+        current = hpa.step(t, current, {M: [20]}).desired_replicas
+        seen.append(current)
+    assert seen == [4, 8, 16, 20]
+    assert hpa.state.scale_up_events == ()  # no behavior, no scale events
+    # Down: the highest recommendation of the last 300 s, and a recommendation exactly 300 s old still
+    # counts (the older path tests Before(cutoff)). t=0 records 10 (initial) and proposes 2.
+    for behavior, released_at in ((None, 301), (DEFAULT_BEHAVIOR, 300)):
+        hpa = HPAController(spec_of(behavior=behavior))
+        r = hpa.step(0, 10, {M: [2]})
+        assert (r.desired_replicas, r.reason) == (10, SCALE_DOWN_STABILIZED)
+        assert hpa.step(released_at - 1, 10, {M: [2]}).desired_replicas == 10
+        # With behavior: {} the window is (t - 300, t], so the t=0 recommendation leaves at t=300.
+        assert hpa.step(released_at, 10, {M: [2]}).desired_replicas == 2
+
+
+def test_percent_10_per_60_s_scale_down_from_20_with_event_history() -> None:
+    spec = spec_of(min_replicas=0, behavior=HPABehavior(scale_down=rules(("Percent", 10, 60), window=0)))
+    hpa = HPAController(spec)
+    # Hand arithmetic, one step per period: 20x0.9=18, 18x0.9=16.2->16, 14.4->14, 12.6->12, 10.8->10,
+    # 9.0->9, 8.1->8, 7.2->7, 6.3->6, 5.4->5, 4.5->4, 3.6->3, 2.7->2, 1.8->1, 0.9->0.
+    expected = [18, 16, 14, 12, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0]
+    current = 20
+    for period, want in enumerate(expected):
+        t = 60 * period
+        r = hpa.step(t, current, {M: [0]})  # proposal ceil(0 / 1) = 0
+        assert r.desired_replicas == want
+        current = want
+        if current == 0:
+            break
+        # Memory stays bounded: a recommendation that has left both windows gives its slot to the next.
+        assert len(hpa.state.recommendations) == 2
+        # Inside the period the removed replicas still count: start = current + removed = previous.
+        for dt in (15, 30, 45):
+            r = hpa.step(t + dt, current, {M: [0]})
+            assert (r.desired_replicas, r.reason) == (current, SCALE_DOWN_LIMIT)
+        if period == 2:
+            # t=120: the t=0 event (older than the 60 s period) was flagged outdated and its slot
+            # reused for this one; the t=60 event stays.
+            assert hpa.state.scale_down_events == (ScaleEvent(2, 120), ScaleEvent(2, 60))
+
+
+def test_scale_up_window_applies_the_lowest_recent_recommendation() -> None:
+    behavior = HPABehavior(scale_up=rules(("Pods", 100, 15), window=60), scale_down=rules(("Pods", 100, 15)))
+    hpa = HPAController(spec_of(behavior=behavior))
+    # t=0: 4 replicas at target (ratio 4 / 4 = 1): recommendations 4 (initial) and 4.
+    assert hpa.step(0, 4, {M: [4]}).desired_replicas == 4
+    # t=30 proposes 12, t=45 proposes 8: the lowest in (t - 60, t] is still the 4 of t=0.
+    for t, total in ((30, 12), (45, 8)):
+        r = hpa.step(t, 4, {M: [total]})
+        assert (r.metric_replicas, r.desired_replicas, r.reason) == (total, 4, "ScaleUpStabilized")
+    # t=60: the t=0 recommendations have left; lowest of 12 (t=30), 8 (t=45), 10 (now) is 8.
+    r = hpa.step(60, 4, {M: [10]})
+    assert (r.stabilized_replicas, r.desired_replicas) == (8, 8)
+    # t=106: (46, 106] holds 10 (t=60) and 10 (now): up to 10.
+    assert hpa.step(106, 8, {M: [10]}).desired_replicas == 10
+
+
+def test_a_below_min_correction_uses_the_scale_up_budget_but_never_forces_a_scale_down() -> None:
+    hpa = HPAController(spec_of(min_replicas=10, behavior=HPABehavior(scale_up=rules(("Pods", 4, 60)))))
+    # 1 replica is below minReplicas 10: set to 10 directly, recorded as 9 added.
+    assert hpa.step(0, 1, {M: [12]}).desired_replicas == 10
+    # t=5: metrics want 12; the 60 s period started at 10 - 9 = 1, so Pods 4 allows 5, which is below
+    # the current 10: the limit is raised to the current count (no growth, and no shrinking either).
+    r = hpa.step(5, 10, {M: [12]})
+    assert (r.metric_replicas, r.desired_replicas, r.reason) == (12, 10, SCALE_UP_LIMIT)
+    # t=60: the correction is a whole period old: 10 + 4 = 14 >= 12.
+    assert hpa.step(60, 10, {M: [12]}).desired_replicas == 12
+
+
+def test_an_above_max_correction_uses_the_scale_down_budget_but_never_forces_a_scale_up() -> None:
+    hpa = HPAController(spec_of(max_replicas=20, behavior=HPABehavior(scale_down=rules(("Pods", 1, 60)))))
+    # 25 replicas are above maxReplicas 20: set to 20 directly, recorded as 5 removed.
+    assert hpa.step(0, 25, {M: [2]}).desired_replicas == 20
+    # t=5: metrics want 2; the period started at 20 + 5 = 25, Pods 1 allows 24, above the current 20:
+    # the limit is lowered to the current count (no shrinking, and no growing either).
+    r = hpa.step(5, 20, {M: [2]})
+    assert (r.metric_replicas, r.desired_replicas, r.reason) == (2, 20, SCALE_DOWN_LIMIT)
+
+
+def test_average_value_divides_by_the_pods_that_exist() -> None:
+    spec = spec_of(metrics=[metric(average=100)], behavior=HPABehavior(scale_down=rules(("Percent", 100, 15))))
+    # spec.replicas 4 but only 2 pods exist (status.replicas): ratio 210 / (100 x 2) = 1.05 is within
+    # the tolerance, so GetExternalPerPodMetricReplicas proposes the status count, 2 -- Kubernetes then
+    # scales the target down to 2.
+    _, r = step(HPAState(), spec, 0, 4, {M: [210]}, status_replicas=2)
+    assert (r.metric_replicas, r.desired_replicas) == (2, 2)
+    assert r.metrics[0].current_milli == 105_000  # 210 / 2 pods
+
+
+def test_rate_limits_count_both_directions_from_the_period_start() -> None:
+    behavior = HPABehavior(scale_down=rules(("Pods", 1, 60)))
+    hpa = HPAController(spec_of(behavior=behavior))
+    # t=0: 4 -> 8 (limit max(4 + 4, 4 x 2) = 8).
+    assert hpa.step(0, 4, {M: [8]}).desired_replicas == 8
+    # t=10: proposal 2. The 60 s scale-down period started at 8 - 4 added + 0 removed = 4, and Pods 1
+    # allows 4 - 1 = 3: so the count drops straight to 3, not to 7.
+    r = hpa.step(10, 8, {M: [2]})
+    assert (r.desired_replicas, r.reason) == (3, SCALE_DOWN_LIMIT)
+
+
+def test_percent_policies_round_like_go_float64() -> None:
+    # 50 x (1 + 10/100) is 55.000000000000007 in binary64, so Kubernetes allows ceil(...) = 56, not 55.
+    up = HPABehavior(scale_up=rules(("Percent", 10, 60)))
+    _, r = step(HPAState(), spec_of(max_replicas=200, behavior=up), 0, 50, {M: [100]})
+    assert r.desired_replicas == 56
+    # 90 x (1 - 30/100) is 62.999999999999993, truncated to 62 (exactly it would be 63).
+    down = HPABehavior(scale_down=rules(("Percent", 30, 60)))
+    _, r = step(HPAState(), spec_of(max_replicas=200, behavior=down), 0, 90, {M: [0]})
+    assert r.desired_replicas == 62
+
+
+# --------------------------------------------------------------------------------------------------
+# Bounds, selectPolicy Disabled, scale from zero
+# --------------------------------------------------------------------------------------------------
+
+
+def test_outside_min_max_is_set_to_the_bound_without_metrics() -> None:
+    spec = spec_of(min_replicas=2, max_replicas=20)
+    # Above max: straight to max, metrics not even read (none given), the change recorded as an event.
+    state, r = step(HPAState(), spec, 0, 25, {})
+    assert (r.desired_replicas, r.reason) == (20, TOO_MANY_REPLICAS)
+    assert "above Spec.MaxReplicas" in r.message
+    assert state.scale_down_events == (ScaleEvent(5, 0),)
+    # Below min (but not 0): straight to min.
+    _, r = step(HPAState(), spec, 0, 1, {})
+    assert (r.desired_replicas, r.reason) == (2, TOO_FEW_REPLICAS)
+
+
+def test_metric_proposals_are_clamped_to_min_and_max() -> None:
+    behavior = HPABehavior(scale_up=rules(("Pods", 100, 15)), scale_down=rules(("Percent", 100, 15)))
+    spec = spec_of(min_replicas=3, max_replicas=20, behavior=behavior)
+    # Proposal 50 from 10: rate limit 10 + 100 = 110 > max 20, so maxReplicas is the binding limit.
+    _, r = step(HPAState(), spec, 0, 10, {M: [50]})
+    assert (r.desired_replicas, r.reason) == (20, TOO_MANY_REPLICAS)
+    # Proposal 0 from 5: Percent 100 allows int(5 x 0) = 0 < min 3, so minReplicas binds.
+    _, r = step(HPAState(), spec, 0, 5, {M: [0]})
+    assert (r.desired_replicas, r.reason) == (3, TOO_FEW_REPLICAS)
+
+
+def test_select_policy_disabled() -> None:
+    behavior = HPABehavior(scale_up=rules(("Pods", 4, 15), select="Disabled"), scale_down=rules(("Pods", 4, 15)))
+    spec = spec_of(min_replicas=2, behavior=behavior)
+    # Scale-up disabled: the limit is the current count, 3.
+    _, r = step(HPAState(), spec, 0, 3, {M: [10]})
+    assert (r.metric_replicas, r.desired_replicas, r.reason) == (10, 3, SCALE_UP_LIMIT)
+    assert condition(r, SCALING_LIMITED) == (True, SCALE_UP_LIMIT)
+    # ... but a target below minReplicas is still raised to it.
+    assert step(HPAState(), spec, 0, 1, {M: [10]})[1].desired_replicas == 2
+    assert any("selectPolicy is Disabled" in w for w in check_hpa(spec))
+    down_disabled = HPABehavior(scale_down=rules(("Pods", 4, 15), select="Disabled"))
+    _, r = step(HPAState(), spec_of(behavior=down_disabled), 0, 10, {M: [2]})
+    assert (r.desired_replicas, r.reason) == (10, SCALE_DOWN_LIMIT)
+
+
+def test_zero_replicas_is_left_alone_unless_scale_from_zero_is_allowed() -> None:
+    spec = issue_spec()
+    # Kubernetes default (no HPAScaleToZero): "scaling is disabled since the replica count of the
+    # target is zero".
+    state, r = step(HPAState(), spec, 0, 0, pending(1500))
+    assert (r.desired_replicas, r.reason) == (0, SCALING_DISABLED)
+    assert condition(r, SCALING_ACTIVE) == (False, SCALING_DISABLED)
+    assert "HPAScaleToZero" in r.message
+    assert state.recommendations[0].replicas == 0  # the initial recommendation is still recorded
+    # minReplicas >= 1 and 0 replicas: disabled even with the flag (a user paused it).
+    paused = replace(spec, min_replicas=1)
+    assert step(HPAState(), paused, 0, 0, pending(1500), config=FROM_ZERO)[1].reason == SCALING_DISABLED
+    # With the flag and nothing pending: ratio 0 / (300 x 0) is NaN, never within the tolerance, so the
+    # proposal is ceil(0 / 300) = 0 and the target stays at 0.
+    _, r = step(HPAState(), spec, 0, 0, pending(0), config=FROM_ZERO)
+    assert (r.desired_replicas, r.reason) == (0, DESIRED_WITHIN_RANGE)
+    # A value target at 0 replicas: ceil(1500 / 300) = 5 with no tolerance, limited to 4 from 0.
+    value_spec = spec_of(min_replicas=0, metrics=[metric(value=300)])
+    _, r = step(HPAState(), value_spec, 0, 0, {M: [1500]}, config=FROM_ZERO)
+    assert (r.metric_replicas, r.desired_replicas) == (5, 4)
+    # Without behavior (older algorithm) the limit from 0 is max(2 x 0, 4) = 4 as well.
+    legacy = replace(spec, behavior=None)
+    assert step(HPAState(), legacy, 0, 0, pending(1500), config=FROM_ZERO)[1].desired_replicas == 4
+
+
+def test_percent_only_scale_up_cannot_leave_zero_and_check_hpa_says_so() -> None:
+    behavior = HPABehavior(scale_up=rules(("Percent", 100, 15)), scale_down=rules(("Percent", 100, 15)))
+    spec = spec_of(min_replicas=0, behavior=behavior)
+    (warning,) = check_hpa(spec, FROM_ZERO)
+    assert "cannot scale up from 0 replicas" in warning and "every policy is Percent" in warning
+    assert "ceil(0 x (1 + value/100)) = 0" in warning
+    hpa = HPAController(spec, FROM_ZERO)
+    # t=0: 2 -> 0 (proposal 0, Percent 100 allows int(2 x 0) = 0).
+    assert hpa.step(0, 2, {M: [0]}).desired_replicas == 0
+    # t=5: the period started at 0 + 2 removed = 2, so Percent 100 allows ceil(2 x 2) = 4.
+    assert hpa.step(5, 0, {M: [5]}).desired_replicas == 4
+    hpa = HPAController(spec, FROM_ZERO)
+    # A pool that has been at 0 for a whole period: ceil(0 x 2) = 0, stuck.
+    r = hpa.step(0, 0, {M: [5]})
+    assert (r.metric_replicas, r.desired_replicas, r.reason) == (5, 0, SCALE_UP_LIMIT)
+    # selectPolicy Min with a Pods policy is stuck too (min(0 + 4, 0) = 0); Max with Pods is not.
+    mixed = rules(("Pods", 4, 15), ("Percent", 100, 15), select="Min")
+    (warning,) = check_hpa(spec_of(min_replicas=0, behavior=HPABehavior(scale_up=mixed)), FROM_ZERO)
+    assert "selectPolicy Min" in warning
+    assert check_hpa(spec_of(min_replicas=0), FROM_ZERO) == []
+
+
+# --------------------------------------------------------------------------------------------------
+# Manifest errors and checks
+# --------------------------------------------------------------------------------------------------
+
+
+def test_parse_reports_every_bad_field_by_path() -> None:
+    doc = yaml.safe_load(ISSUE_MANIFEST)
+    doc["spec"]["behavior"]["scaleDown"]["policies"][0]["type"] = "Replicas"
+    doc["spec"]["behavior"]["scaleDown"]["policies"].append({"type": "Pods", "value": 0, "periodSeconds": 60})
+    doc["spec"]["behavior"]["scaleUp"] = {"selectPolicy": "Fastest", "stabilizationWindowSeconds": -1}
+    doc["spec"]["metrics"][0]["external"]["target"] = {"type": "AverageValue", "averageValue": "-3"}
+    doc["spec"]["metrics"].append({"type": "Resource", "resource": {"name": "cpu"}})
+    with pytest.raises(ManifestErrors) as caught:
+        parse_hpa(doc, Source("hpa.yaml", 2))
+    fields = {e.field: e.message for e in caught.value.errors}
+    assert set(fields) == {
+        "spec.behavior.scaleDown.policies[0].type",
+        "spec.behavior.scaleDown.policies[1].value",
+        "spec.behavior.scaleUp.selectPolicy",
+        "spec.behavior.scaleUp.stabilizationWindowSeconds",
+        "spec.metrics[0].external.target.averageValue",
+        "spec.metrics[1].type",
+    }
+    assert "supported values: Pods, Percent" in fields["spec.behavior.scaleDown.policies[0].type"]
+    assert "External metrics only" in fields["spec.metrics[1].type"]
+    first = str(caught.value.errors[0])
+    assert first.startswith("hpa.yaml: document 2: HorizontalPodAutoscaler/cloud-burst-hpa field spec.")
+
+
+@pytest.mark.parametrize(
+    ("edit", "field"),
+    [
+        (lambda d: d.update(apiVersion="autoscaling/v1"), "apiVersion"),
+        (lambda d: d["spec"].pop("maxReplicas"), "spec.maxReplicas"),
+        (lambda d: d["spec"].update(minReplicas=True), "spec.minReplicas"),
+        (lambda d: d["spec"]["scaleTargetRef"].pop("name"), "spec.scaleTargetRef.name"),
+        (lambda d: d["spec"].update(metrics=[]), "spec.metrics"),
+        (lambda d: d["spec"]["behavior"]["scaleDown"].update(policies=[]), "spec.behavior.scaleDown.policies"),
+        (
+            lambda d: d["spec"]["metrics"][0]["external"]["target"].update(value="5"),
+            "spec.metrics[0].external.target.value",
+        ),
+        (
+            lambda d: d["spec"]["metrics"][0]["external"]["metric"]["selector"].update(
+                matchExpressions=[{"key": "queue", "operator": "In"}]
+            ),
+            "spec.metrics[0].external.metric.selector.matchExpressions[0].values",
+        ),
+    ],
+)
+def test_parse_names_the_field(edit: Callable[[dict[str, Any]], object], field: str) -> None:
+    doc = yaml.safe_load(ISSUE_MANIFEST)
+    edit(doc)
+    with pytest.raises(ManifestErrors) as caught:
+        parse_hpa(doc)
+    assert [e.field for e in caught.value.errors] == [field]
+
+
+def test_check_hpa_reports_what_the_api_server_would_reject() -> None:
+    doc = yaml.safe_load(ISSUE_MANIFEST)
+    doc["spec"].update(minReplicas=5, maxReplicas=3)
+    doc["spec"]["behavior"]["scaleDown"]["stabilizationWindowSeconds"] = 7200
+    doc["spec"]["behavior"]["scaleDown"]["policies"][0]["periodSeconds"] = 3600
+    doc["spec"]["metrics"][0]["external"]["target"]["type"] = "Value"
+    warnings = check_hpa(parse_hpa(doc))
+    assert len(warnings) == 4
+    assert "maxReplicas (3) is below spec.minReplicas (5)" in warnings[0]
+    assert "ignores the type" in warnings[1] and "uses averageValue" in warnings[1]
+    assert "stabilizationWindowSeconds is 7200" in warnings[2] and "3600" in warnings[2]
+    assert "policies[0].periodSeconds is 3600" in warnings[3] and "1800" in warnings[3]
+
+
+def test_behavior_tolerance_and_selector_expressions_parse() -> None:
+    doc = yaml.safe_load(ISSUE_MANIFEST)
+    doc["spec"]["behavior"]["scaleUp"] = {"tolerance": "50m"}
+    doc["spec"]["metrics"][0]["external"]["metric"]["selector"]["matchExpressions"] = [
+        {"key": "tier", "operator": "NotIn", "values": ["spot"]}
+    ]
+    spec = parse_hpa(doc)
+    assert spec.behavior is not None
+    assert spec.behavior.scale_up.tolerance == 0.05
+    assert spec.behavior.scale_up.policies == DEFAULT_SCALE_UP_RULES.policies
+    selector = spec.metrics[0].selector
+    assert selector.matches({"queue": "hybrid-gpu-pool", "tier": "ondemand"})
+    assert not selector.matches({"queue": "hybrid-gpu-pool", "tier": "spot"})
+    assert not selector.matches({"queue": "other"})
+    assert parse_hpa({**doc, "spec": {**doc["spec"], "behavior": None}}).behavior is None
+
+
+# --------------------------------------------------------------------------------------------------
+# Inputs and helpers
+# --------------------------------------------------------------------------------------------------
+
+
+def test_queue_metric_values_keeps_the_queues_the_selector_matches() -> None:
+    spec = issue_spec()
+    values = queue_metric_values(spec, {"hybrid-gpu-pool": 900, "idc-only": 5000})
+    assert values == {spec.metrics[0].key: (900,)}
+    # 900 s pending over averageValue 300 -> 3 replicas.
+    _, r = step(HPAState(), spec, 0, 1, values)
+    assert r.metric_replicas == 3
+    assert queue_metric_values(spec, {"idc-only": 5000}) == {}
+
+
+def test_time_must_not_go_back() -> None:
+    state, _ = step(HPAState(), spec_of(), 100, 2, {M: [2]})
+    with pytest.raises(ValueError, match="before the previous evaluation"):
+        step(state, spec_of(), 99.5, 2, {M: [2]})
+    with pytest.raises(ValueError, match="current_replicas"):
+        step(HPAState(), spec_of(), 0, -1, {M: [2]})
+
+
+# --------------------------------------------------------------------------------------------------
+# Properties
+# --------------------------------------------------------------------------------------------------
+
+policy_st = st.builds(
+    HPAScalingPolicy,
+    st.sampled_from(["Pods", "Percent"]),
+    st.integers(1, 150),
+    st.integers(1, 120),
+)
+rules_st = st.builds(
+    HPAScalingRules,
+    st.one_of(st.none(), st.integers(0, 300)),
+    st.sampled_from(["Max", "Min", "Disabled"]),
+    st.lists(policy_st, min_size=1, max_size=3).map(tuple),
+)
+behavior_st = st.one_of(st.none(), st.builds(HPABehavior, rules_st, rules_st))
+steps_st = st.lists(st.tuples(st.integers(0, 90), st.one_of(st.none(), st.integers(0, 60))), min_size=1, max_size=40)
+
+
+@st.composite
+def scenario(draw: st.DrawFn) -> tuple[HPASpec, HPAControllerConfig, int, list[tuple[int, int | None]]]:
+    min_replicas = draw(st.integers(0, 5))
+    max_replicas = draw(st.integers(max(min_replicas, 1), 30))
+    spec = spec_of(min_replicas=min_replicas, max_replicas=max_replicas, behavior=draw(behavior_st))
+    config = HPAControllerConfig(allow_scale_from_zero=draw(st.booleans()))
+    return spec, config, draw(st.integers(0, 40)), draw(steps_st)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scenario())
+def test_desired_stays_within_min_max(
+    case: tuple[HPASpec, HPAControllerConfig, int, list[tuple[int, int | None]]],
+) -> None:
+    spec, config, current, steps = case
+    hpa = HPAController(spec, config)
+    now = 0
+    for dt, total in steps:
+        now += dt
+        r = hpa.step(now, current, {} if total is None else {M: [total]})
+        if r.reason == SCALING_DISABLED:
+            # The one exception, as in Kubernetes: a target at 0 is left at 0, even below minReplicas.
+            assert current == 0 and r.desired_replicas == 0
+        else:
+            assert spec.min_replicas <= r.desired_replicas <= spec.max_replicas
+        current = r.desired_replicas
+
+
+def _limits(rules_: HPAScalingRules, history: list[tuple[float, int]], initial: int, now: float) -> tuple[float, float]:
+    """Independent oracle: the (lowest, highest) count the policies allow, each policy starting from
+    the count in effect ``periodSeconds`` ago according to the actual history of changes."""
+
+    def count_at(t: float) -> int:
+        value = initial
+        for at, replicas in history:
+            if at <= t:
+                value = replicas
+        return value
+
+    downs, ups = [], []
+    for p in rules_.policies:
+        start = count_at(now - p.period_seconds)
+        if p.type == "Pods":
+            downs.append(start - p.value)
+            ups.append(start + p.value)
+        else:
+            downs.append(int(start * (1 - p.value / 100)))
+            ups.append(math.ceil(start * (1 + p.value / 100)))
+    if rules_.select_policy == "Min":
+        return max(downs), min(ups)
+    return min(downs), max(ups)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scenario())
+def test_changes_never_exceed_the_policies_within_a_period(
+    case: tuple[HPASpec, HPAControllerConfig, int, list[tuple[int, int | None]]],
+) -> None:
+    spec, config, initial, steps = case
+    behavior = spec.behavior or DEFAULT_BEHAVIOR
+    spec = replace(spec, behavior=behavior)
+    initial = min(max(initial, spec.min_replicas), spec.max_replicas)  # start inside [min, max]
+    hpa = HPAController(spec, config)
+    history: list[tuple[float, int]] = []
+    current, now = initial, 0
+    for dt, total in steps:
+        now += dt
+        r = hpa.step(now, current, {} if total is None else {M: [total]})
+        lowest, _ = _limits(behavior.scale_down, history, initial, now)
+        _, highest = _limits(behavior.scale_up, history, initial, now)
+        if r.desired_replicas < current:
+            assert behavior.scale_down.select_policy != "Disabled"
+            assert r.desired_replicas >= lowest
+        if r.desired_replicas > current:
+            assert behavior.scale_up.select_policy != "Disabled"
+            assert r.desired_replicas <= highest
+        if r.rescale:
+            history.append((now, r.desired_replicas))
+        current = r.desired_replicas
