@@ -1,0 +1,140 @@
+"""The `tidegate` command through its real entry point (typer's runner)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import yaml
+from typer.testing import CliRunner
+
+from tidegate.cli.main import app
+
+SEED = str(Path(__file__).resolve().parents[1] / "examples" / "seed")
+runner = CliRunner()
+
+CLUSTER = """
+apiVersion: v1
+kind: Node
+metadata:
+  name: idc-0
+  labels: {volcano.sh/node-type: idc}
+status:
+  allocatable: {cpu: "8", memory: 64Gi, nvidia.com/gpu: "2", pods: "110"}
+---
+apiVersion: v1
+kind: Node
+metadata:
+  name: cloud-0
+  labels: {volcano.sh/node-type: cloud-spot}
+spec:
+  taints: [{key: cloud.provider, value: aliyun, effect: NoSchedule}]
+status:
+  allocatable: {cpu: "8", memory: 64Gi, nvidia.com/gpu: "8", pods: "110"}
+---
+apiVersion: scheduling.volcano.sh/v1beta1
+kind: Queue
+metadata: {name: dev}
+spec: {weight: 1}
+"""
+
+GANG = """
+apiVersion: batch.volcano.sh/v1alpha1
+kind: Job
+metadata: {name: train}
+spec:
+  queue: dev
+  minAvailable: 4
+  tasks:
+  - name: worker
+    replicas: 4
+    template:
+      spec:
+        containers:
+        - name: main
+          resources: {requests: {cpu: "1", nvidia.com/gpu: "1"}}
+"""
+
+
+def test_schedule_seed_json_has_the_documented_shape() -> None:
+    result = runner.invoke(app, ["schedule", "-f", SEED, "-o", "json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert doc["bindings"], "the seed's jobs fit on its IDC nodes"
+    for binding in doc["bindings"]:
+        assert set(binding) == {"pod", "node", "gpu_index"}
+        assert binding["node"].startswith("idc-"), "preferred-local affinity keeps the seed's pods on the IDC"
+    assert doc["pending"] == []
+
+
+def test_schedule_reports_an_untolerated_taint_as_the_pending_reason(tmp_path: Path) -> None:
+    (tmp_path / "cluster.yaml").write_text(CLUSTER)
+    (tmp_path / "job.yaml").write_text(GANG)
+    result = runner.invoke(app, ["schedule", "-f", str(tmp_path), "-o", "json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert doc["bindings"] == []
+    (pending,) = doc["pending"]
+    assert pending["job"] == "default/train"
+    assert "gang: 2/4 pods fit" in pending["reason"]
+    assert "1 untolerated taint cloud.provider=aliyun:NoSchedule" in pending["reason"]
+    assert "1 insufficient nvidia.com/gpu" in pending["reason"]
+
+
+def test_schedule_reads_stdin_and_prints_yaml(tmp_path: Path) -> None:
+    result = runner.invoke(app, ["schedule", "-f", "-", "-o", "yaml"], input=CLUSTER + "---" + GANG.replace("4", "2"))
+    assert result.exit_code == 0, result.output
+    doc = yaml.safe_load(result.stdout)
+    assert [b["node"] for b in doc["bindings"]] == ["idc-0", "idc-0"]
+
+
+def test_schedule_table_output_lists_placements() -> None:
+    result = runner.invoke(app, ["schedule", "-f", SEED])
+    assert result.exit_code == 0, result.output
+    assert "Placements" in result.stdout and "Pending jobs (0)" in result.stdout
+
+
+def test_validate_accepts_the_seed() -> None:
+    result = runner.invoke(app, ["validate", "-f", SEED])
+    assert result.exit_code == 0, result.output
+    assert "valid:" in result.stdout
+    assert "skipped Deployment/" in result.stderr
+
+
+def test_validate_lists_every_error_with_file_document_object_and_field(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(
+        """
+apiVersion: scheduling.volcano.sh/v1beta1
+kind: Queue
+metadata: {name: q}
+spec: {weight: 0}
+---
+apiVersion: batch.volcano.sh/v1alpha1
+kind: Job
+metadata: {name: j}
+spec:
+  queue: nowhere
+  minAvailable: 3
+  tasks:
+  - {name: a, replicas: 1, template: {spec: {containers: [{name: c}]}}}
+  - {name: a, replicas: 1, template: {spec: {containers: [{name: c}]}}}
+"""
+    )
+    result = runner.invoke(app, ["validate", "-f", str(bad)])
+    assert result.exit_code == 1
+    err = result.stderr
+    assert f"{bad}: document 0: Queue/q field spec.weight" in err
+    assert f"{bad}: document 1: Job/j field spec.minAvailable" in err
+    assert f"{bad}: document 1: Job/j field spec.tasks[1].name" in err
+    assert "nowhere" in err
+    assert "error(s)" in err
+
+
+def test_schedule_refuses_invalid_manifests(tmp_path: Path) -> None:
+    (tmp_path / "q.yaml").write_text(
+        "apiVersion: scheduling.volcano.sh/v1beta1\nkind: Queue\nmetadata: {name: q}\nspec: {capability: {cpu: lots}}\n"
+    )
+    result = runner.invoke(app, ["schedule", "-f", str(tmp_path)])
+    assert result.exit_code == 1
+    assert "spec.capability.cpu" in result.stderr

@@ -1,0 +1,83 @@
+"""The `tidegate` command line."""
+
+from __future__ import annotations
+
+import sys
+from enum import Enum
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from tidegate.cli.manifest_snapshot import prepare
+from tidegate.cli.output import render
+from tidegate.model.manifests import load_manifests
+from tidegate.scheduler.scheduler import schedule as run_schedule
+
+app = typer.Typer(
+    help="tidegate: a Volcano-compatible scheduler for GPU fleets spanning an IDC and public clouds.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+FILES_HELP = "Manifest files or folders (like kubectl apply -f); '-' reads standard input."
+
+
+class Format(str, Enum):
+    table = "table"
+    json = "json"
+    yaml = "yaml"
+
+
+def _stdout() -> Console:
+    return Console(soft_wrap=True)
+
+
+def _stderr() -> Console:
+    return Console(stderr=True, soft_wrap=True)
+
+
+@app.command()
+def validate(
+    files: Annotated[list[str], typer.Option("-f", "--filename", help=FILES_HELP)],
+) -> None:
+    """Check manifests like Volcano's admission webhook; exit 1 listing every error."""
+    ms = load_manifests(files, stdin=sys.stdin)
+    prepared = prepare(ms)
+    err = _stderr()
+    for warning in prepared.warnings:
+        err.print(f"[yellow]warning[/]: {warning}", highlight=False)
+    for error in prepared.errors:
+        err.print(f"[red]error[/]: {error}", highlight=False)
+    counts = (
+        f"{len(ms.nodes)} nodes, {len(ms.queues)} queues, {len(ms.jobs)} jobs, "
+        f"{len(ms.podgroups)} podgroups, {len(ms.pods)} pods, {len(ms.skipped)} skipped"
+    )
+    if prepared.errors:
+        err.print(f"{len(prepared.errors)} error(s) ({counts})", highlight=False)
+        raise typer.Exit(1)
+    for skipped in ms.skipped:
+        err.print(f"skipped {skipped.kind}/{skipped.name} ({skipped.source}): not scheduled by tidegate")
+    _stdout().print(f"valid: {counts}", highlight=False)
+
+
+@app.command()
+def schedule(
+    files: Annotated[list[str], typer.Option("-f", "--filename", help=FILES_HELP)],
+    output: Annotated[Format, typer.Option("-o", "--output", help="Output format.")] = Format.table,
+) -> None:
+    """One scheduling pass over the manifests: placements, evictions and pending jobs with reasons."""
+    ms = load_manifests(files, stdin=sys.stdin)
+    prepared = prepare(ms)
+    err = _stderr()
+    for warning in prepared.warnings:
+        err.print(f"[yellow]warning[/]: {warning}", highlight=False)
+    if prepared.errors:
+        for error in prepared.errors:
+            err.print(f"[red]error[/]: {error}", highlight=False)
+        raise typer.Exit(1)
+    decisions = run_schedule(prepared.snapshot, prepared.config)
+    render(decisions, output.value, _stdout())
+
+
+if __name__ == "__main__":  # pragma: no cover
+    app()

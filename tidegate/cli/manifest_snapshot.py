@@ -1,0 +1,39 @@
+"""Turn loaded manifests into what the scheduler reads: a Snapshot and a SchedulerConfiguration."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from tidegate.model.errors import ManifestError
+from tidegate.model.expand import workload_from
+from tidegate.model.manifests import ManifestSet
+from tidegate.model.objects import SchedulerConfiguration
+from tidegate.model.validation import validate
+from tidegate.scheduler.snapshot import Snapshot
+
+
+@dataclass(slots=True)
+class Prepared:
+    snapshot: Snapshot
+    config: SchedulerConfiguration
+    errors: list[ManifestError] = field(default_factory=list)
+    warnings: list[ManifestError] = field(default_factory=list)
+
+
+def prepare(ms: ManifestSet, now: float = 0.0) -> Prepared:
+    """Validate, expand vcjobs into PodGroups and pods, and pick the scheduler configuration."""
+    errors = [*ms.errors, *validate(ms)]
+    workload = workload_from(ms)
+    errors.extend(workload.errors)
+    pods = [pod for group in workload.groups for pod in workload.pods_by_group.get(group.key, [])]
+    config = ms.configurations[0] if ms.configurations else SchedulerConfiguration()
+    warnings = list(dict.fromkeys([*ms.warnings, *workload.warnings]))
+    if len(ms.configurations) > 1:
+        first = ms.configurations[0]
+        warnings.append(
+            ManifestError(
+                first.source, "SchedulerConfiguration", first.name, "", "several configurations given; using this one"
+            )
+        )
+    snapshot = Snapshot(nodes=ms.nodes, queues=ms.queues, groups=workload.groups, pods=pods, now=now)
+    return Prepared(snapshot, config, errors, warnings)
