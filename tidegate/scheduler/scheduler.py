@@ -41,9 +41,14 @@ def decide(ssn: Session) -> Decisions:
     """What the session concluded, as values for adapters to apply."""
     out = Decisions()
     names = ssn.table.names
+    # The log keeps every allocation, including ones a Statement later discarded; a task discarded and then
+    # allocated again (allocate, then backfill) appears twice. Bind it once, in its final placement order.
+    binds: dict[str, Bind] = {}
     for task in ssn.allocation_log:
         if task.status is TaskStatus.ALLOCATED and task.node >= 0:
-            out.binds.append(Bind(task.key, names[task.node], task.cards))
+            binds.pop(task.key, None)
+            binds[task.key] = Bind(task.key, names[task.node], task.cards)
+    out.binds.extend(binds.values())
     for key, reason in ssn.evictions.items():
         task = ssn.tasks[key]
         out.evictions.append(Evict(key, names[task.node], reason))
