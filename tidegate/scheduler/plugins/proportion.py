@@ -45,6 +45,8 @@ class ProportionPlugin(Plugin):
         ssn.ext.queue_allocatable.append(self._allocatable)
         ssn.ext.job_enqueueable.append(self._enqueueable)
         ssn.ext.reclaimable.append(self._reclaimable)
+        # Volcano's PreemptiveFn: a queue reclaims a task only while it stays within its deserved share.
+        ssn.ext.queue_reclaim_allowed.append(self._allocatable)
 
     def _water_fill(self, queues: list[QueueInfo], total: FloatArray) -> None:
         """Split the cluster by weight; a queue never deserves more than it requests or may use."""
