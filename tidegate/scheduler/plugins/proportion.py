@@ -138,7 +138,11 @@ class ProportionPlugin(Plugin):
             queue = victim.job.queue
             allocated = allocations.setdefault(queue.name, as_float(queue.allocated))
             deserved = self.deserved_of(queue)
-            if not (allocated[self.dims] <= deserved[self.dims]).all():
-                allocated -= victim.request
-                victims.append(victim)
+            if (allocated[self.dims] <= deserved[self.dims]).all():
+                continue  # the victim queue is within its deserved share
+            guarantee = as_float(self.ssn.vector(queue.queue.guarantee))
+            if ((allocated - victim.request)[self.dims] < guarantee[self.dims]).any():
+                continue  # never below the victim queue's guarantee (as capability's checkGuaranteeConstraint)
+            allocated -= victim.request
+            victims.append(victim)
         return victims
