@@ -38,4 +38,3 @@ def amount(index: ResourceIndex, col: int, value: float) -> str:
     if value == INF:
         return "unlimited"
     return format_canonical(name, int(value))
-
