@@ -66,7 +66,8 @@ class LabelIndex:
         return result
 
     def term(self, term: NodeSelectorTerm) -> BoolArray:
-        mask = np.ones(len(self._labels), dtype=bool)
+        """Nodes matching every requirement; Kubernetes: "A null or empty node selector term matches no objects"."""
+        mask = np.full(len(self._labels), bool(term.match_expressions), dtype=bool)
         for req in term.match_expressions:
             mask &= self.requirement(req)
         return mask
