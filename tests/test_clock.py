@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from tidegate.runtime.clock import SimClock
+from tidegate.clock import SimClock
 
 
 def test_events_run_in_time_then_priority_then_insertion_order() -> None:
