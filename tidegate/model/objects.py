@@ -190,6 +190,8 @@ class PodGroup:
     min_resources: Resources = EMPTY
     min_task_member: dict[str, int] = field(default_factory=dict)
     priority_class_name: str = ""
+    #: priority_class_name resolved to its value (by the loader or expand_job); orders groups like Volcano.
+    priority: int = 0
     phase: PodGroupPhase = PodGroupPhase.PENDING
     #: Node affinity written on the PodGroup spec (a tidegate extension applied to the group's pods).
     affinity: NodeAffinity | None = None

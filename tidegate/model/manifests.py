@@ -1,0 +1,1115 @@
+"""Load Kubernetes and Volcano manifests the way `kubectl apply -f` reads them.
+
+`load_manifests` takes files, folders (recursively, in sorted order) and "-" for stdin. Every YAML
+or JSON document becomes a typed object from tidegate.model.objects that keeps its `source` (file
+and document index) and the document itself in `raw`, so fields tidegate does not model survive.
+
+Loading never stops at the first problem: each bad document or field becomes a ManifestError in
+`ManifestSet.errors` naming the file, document, object and field, so a user fixes everything in one
+pass. Kinds tidegate does not schedule (Deployment, ConfigMap, ...) are listed in `skipped`.
+Cross-object rules (queues that exist, gang sizes, ...) live in validation.py; turning vcjobs and
+bare pods into schedulable groups lives in expand.py.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime
+from enum import Enum
+from pathlib import Path
+from typing import Any, NamedTuple, TextIO, TypeVar
+
+import yaml
+
+from tidegate.model.errors import FieldError, ManifestError, ManifestErrors, Source
+from tidegate.model.objects import (
+    DEFAULT_NAMESPACE,
+    DEFAULT_QUEUE,
+    GPU_INDEX_ANNOTATION,
+    GPU_MEMORY_ANNOTATION,
+    GROUP_NAME_ANNOTATIONS,
+    PRIORITY_ANNOTATION,
+    TASK_SPEC_ANNOTATION,
+    Job,
+    JobAction,
+    JobEvent,
+    LifecyclePolicy,
+    Node,
+    NodeAffinity,
+    NodeSelectorRequirement,
+    NodeSelectorTerm,
+    PluginOption,
+    Pod,
+    PodGroup,
+    PodGroupPhase,
+    PodPhase,
+    PreferredSchedulingTerm,
+    PriorityClass,
+    Queue,
+    QueueState,
+    SchedulerConfiguration,
+    Taint,
+    TaintEffect,
+    TaskSpec,
+    Tier,
+    Toleration,
+)
+from tidegate.model.quantity import to_canonical
+from tidegate.model.resources import EMPTY, GPU_MEMORY, GPU_NUMBER, NVIDIA_GPU, Resources
+
+#: The C loader is several times faster on large node lists; fall back to pure Python without libyaml.
+_SAFE_LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+#: Bound on each of the module's memo tables (scalar tags, canonical quantities).
+_MEMO_LIMIT = 1 << 16
+_tag_memo: dict[tuple[str, Any], str] = {}
+
+
+class _ManifestLoader(_SAFE_LOADER):  # type: ignore[valid-type,misc]
+    """The safe loader with the implicit tag of each scalar memoised.
+
+    Resolving a plain scalar ("126", "True", "NoSchedule") tries a list of regular expressions; node
+    lists repeat the same few values thousands of times; the memo saves about a tenth of the YAML time.
+    Safe because the safe loader has no path resolvers: the tag depends on the value alone.
+    """
+
+    def resolve(self, kind: type[yaml.Node], value: Any, implicit: Any) -> str:
+        if kind is not yaml.ScalarNode:
+            return str(super().resolve(kind, value, implicit))
+        key = (value, implicit)
+        tag = _tag_memo.get(key)
+        if tag is None:
+            tag = str(super().resolve(kind, value, implicit))
+            if len(_tag_memo) < _MEMO_LIMIT:
+                _tag_memo[key] = tag
+        return tag
+
+
+_YAML_LOADER = _ManifestLoader
+#: File endings read when a folder is given (an explicitly named file is read whatever its ending).
+MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
+#: Priority of the class names tidegate knows without a PriorityClass object (with a warning).
+BUILTIN_PRIORITIES: Mapping[str, int] = {"high": 1000, "medium": 500, "low": 100}
+#: The queue a bare pod joins, as Volcano's PodGroup controller reads it.
+QUEUE_NAME_ANNOTATION = "scheduling.volcano.sh/queue-name"
+DEFAULT_SCHEDULER = "volcano"
+REQUIRED_AFFINITY = "requiredDuringSchedulingIgnoredDuringExecution"
+PREFERRED_AFFINITY = "preferredDuringSchedulingIgnoredDuringExecution"
+SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
+
+T = TypeVar("T")
+E = TypeVar("E", bound=Enum)
+
+Manifest = Node | Queue | PodGroup | Job | Pod | PriorityClass | SchedulerConfiguration
+
+
+class SkippedDocument(NamedTuple):
+    """A document of a kind tidegate does not schedule; it compares equal to (source, kind, name)."""
+
+    source: Source
+    kind: str
+    name: str
+
+
+@dataclass(slots=True)
+class ManifestSet:
+    """Everything read from a set of manifests, in load order, plus what went wrong."""
+
+    nodes: list[Node] = field(default_factory=list)
+    queues: list[Queue] = field(default_factory=list)
+    podgroups: list[PodGroup] = field(default_factory=list)
+    jobs: list[Job] = field(default_factory=list)
+    pods: list[Pod] = field(default_factory=list)
+    priority_classes: list[PriorityClass] = field(default_factory=list)
+    configurations: list[SchedulerConfiguration] = field(default_factory=list)
+    skipped: list[SkippedDocument] = field(default_factory=list)
+    warnings: list[ManifestError] = field(default_factory=list)
+    errors: list[ManifestError] = field(default_factory=list)
+
+    def add(self, obj: Manifest) -> None:
+        """Append an object to the list of its kind."""
+        match obj:
+            case Node():
+                self.nodes.append(obj)
+            case Queue():
+                self.queues.append(obj)
+            case PodGroup():
+                self.podgroups.append(obj)
+            case Job():
+                self.jobs.append(obj)
+            case Pod():
+                self.pods.append(obj)
+            case PriorityClass():
+                self.priority_classes.append(obj)
+            case SchedulerConfiguration():
+                self.configurations.append(obj)
+
+    def raise_for_errors(self) -> None:
+        """Raise ManifestErrors carrying every error, if there is any."""
+        if self.errors:
+            raise ManifestErrors(list(self.errors))
+
+
+# --- public entry points -------------------------------------------------------------------------
+
+
+def load_manifests(paths: Sequence[str], stdin: TextIO | None = None) -> ManifestSet:
+    """Load files, folders (recursively *.yaml, *.yml, *.json, sorted) and "-" (stdin) into one set.
+
+    Never raises for bad input: problems are collected in `errors` (and `warnings`); call
+    `raise_for_errors()` or `validation.validate()` next.
+    """
+    session = _Session()
+    for path in paths:
+        if path == "-":
+            session.load_text((stdin or sys.stdin).read(), "-")
+        else:
+            _load_path(Path(path), session)
+    return session.finish()
+
+
+def load_text(text: str, file: str = "<memory>") -> ManifestSet:
+    """Load manifests from a YAML (or JSON) string, as if read from `file`."""
+    session = _Session()
+    session.load_text(text, file)
+    return session.finish()
+
+
+def resolve_priority(
+    name: str,
+    classes: Mapping[str, PriorityClass] | Iterable[PriorityClass],
+    warn: Callable[[str], None] | None = None,
+) -> int:
+    """The integer priority a pod with priorityClassName `name` gets, like Kubernetes' admission.
+
+    "" takes the value of the globalDefault class (0 without one). A name without a PriorityClass
+    object falls back to BUILTIN_PRIORITIES (high, medium, low) and reports it through `warn`;
+    any other undefined name raises FieldError, as Kubernetes rejects such a pod.
+    """
+    index = classes if isinstance(classes, Mapping) else {pc.name: pc for pc in classes}
+    if not name:
+        return next((pc.value for pc in index.values() if pc.global_default), 0)
+    defined = index.get(name)
+    if defined is not None:
+        return defined.value
+    if name in BUILTIN_PRIORITIES:
+        value = BUILTIN_PRIORITIES[name]
+        if warn is not None:
+            warn(f"PriorityClass {name!r} is not defined; using tidegate's built-in level {value}")
+        return value
+    builtins = ", ".join(BUILTIN_PRIORITIES)
+    raise FieldError("priorityClassName", f"PriorityClass {name!r} is not defined (built-in levels: {builtins})")
+
+
+def scheduler_conf_prefix(raw: Mapping[str, Any]) -> str:
+    """Where a SchedulerConfiguration document keeps actions and tiers: "", "spec", "conf" or "spec.conf"."""
+    spec = raw.get("spec")
+    body, prefix = (spec, "spec") if isinstance(spec, Mapping) else (raw, "")
+    return _join(prefix, "conf") if body.get("conf") is not None else prefix
+
+
+# --- files and documents ---------------------------------------------------------------------------
+
+
+def _load_path(path: Path, session: _Session) -> None:
+    """Load one file, or every manifest file under a folder in sorted order."""
+    if path.is_dir():
+        files = sorted(p for p in path.rglob("*") if p.suffix.lower() in MANIFEST_SUFFIXES and p.is_file())
+        if not files:
+            session.ms.warnings.append(_problem(Source(str(path), 0), "", "no *.yaml, *.yml or *.json files"))
+        for file in files:
+            _load_file(file, session)
+    elif path.exists():
+        _load_file(path, session)
+    else:
+        session.ms.errors.append(_problem(Source(str(path), 0), "", "no such file or directory"))
+
+
+def _load_file(path: Path, session: _Session) -> None:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        session.ms.errors.append(_problem(Source(str(path), 0), "", f"cannot read: {exc}"))
+        return
+    if path.suffix.lower() == ".json":
+        session.load_json(text, str(path))
+    else:
+        session.load_text(text, str(path))
+
+
+def _problem(source: Source, field_: str, message: str) -> ManifestError:
+    return ManifestError(source, "", "", field_, message)
+
+
+@dataclass(slots=True)
+class _PriorityRef:
+    """A priorityClassName to resolve once every PriorityClass is loaded, and where to put the value."""
+
+    source: Source
+    kind: str
+    name: str
+    field: str
+    class_name: str
+    assign: Callable[[int], None] | None
+
+
+class _Session:
+    """One load: the growing ManifestSet and the priority references resolved at the end."""
+
+    def __init__(self) -> None:
+        self.ms = ManifestSet()
+        self.priority_refs: list[_PriorityRef] = []
+
+    def load_text(self, text: str, file: str) -> None:
+        """Load every document of a YAML stream; a YAML error ends the file at that document."""
+        index = 0
+        try:
+            for doc in yaml.load_all(text, Loader=_YAML_LOADER):
+                self.load_document(doc, Source(file, index))
+                index += 1
+        except yaml.MarkedYAMLError as exc:
+            mark = exc.problem_mark
+            where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+            self.ms.errors.append(_problem(Source(file, index), "", f"invalid YAML{where}: {exc.problem}"))
+        except (yaml.YAMLError, ValueError, RecursionError) as exc:
+            self.ms.errors.append(_problem(Source(file, index), "", f"invalid YAML: {exc}"))
+
+    def load_json(self, text: str, file: str) -> None:
+        """Load a JSON file holding one object (or a v1 List)."""
+        try:
+            doc = json.loads(text)
+        except (ValueError, RecursionError) as exc:
+            self.ms.errors.append(_problem(Source(file, 0), "", f"invalid JSON: {exc}"))
+            return
+        self.load_document(doc, Source(file, 0))
+
+    def load_document(self, doc: object, source: Source) -> None:
+        """Parse one document into its object, or record why it cannot be."""
+        if doc is None:  # an empty document, e.g. after a trailing "---": kubectl ignores it too
+            return
+        if not isinstance(doc, dict):
+            self.ms.errors.append(
+                _problem(source, "", f"expected an object with apiVersion and kind, got {_shown(doc)}")
+            )
+            return
+        kind, api_version, name = _string_at(doc, "kind"), _string_at(doc, "apiVersion"), _peek_name(doc)
+        if not kind or not api_version:
+            for key, value in (("apiVersion", api_version), ("kind", kind)):
+                if not value:
+                    self.ms.errors.append(ManifestError(source, kind, name, key, "is required (a non-empty string)"))
+            return
+        if kind == "List" and api_version == "v1":
+            self._load_list(doc, source, name)
+            return
+        parser = _PARSERS.get((api_version.rpartition("/")[0], kind))
+        if parser is None:
+            self.ms.skipped.append(SkippedDocument(source, kind, name))
+            return
+        obj = parser(doc, _Reader(self, source, kind, name))
+        if obj.name:
+            self.ms.add(obj)
+
+    def _load_list(self, doc: dict[str, Any], source: Source, name: str) -> None:
+        """A v1 List (what `kubectl get -o yaml` prints): each item is loaded with the List's source."""
+        items = doc.get("items")
+        if not isinstance(items, list):
+            self.ms.errors.append(ManifestError(source, "List", name, "items", "expected a list of objects"))
+            return
+        for item in items:
+            self.load_document(item, source)
+
+    def finish(self) -> ManifestSet:
+        """Resolve every recorded priorityClassName now that all PriorityClasses are known."""
+        classes = {pc.name: pc for pc in self.ms.priority_classes}
+        for ref in self.priority_refs:
+            warnings: list[str] = []
+            try:
+                value = resolve_priority(ref.class_name, classes, warnings.append)
+            except FieldError as exc:
+                self.ms.errors.append(ManifestError(ref.source, ref.kind, ref.name, ref.field, exc.message))
+                continue
+            self.ms.warnings.extend(ManifestError(ref.source, ref.kind, ref.name, ref.field, w) for w in warnings)
+            if ref.assign is not None:
+                ref.assign(value)
+        return self.ms
+
+
+def _peek_name(doc: Mapping[str, Any]) -> str:
+    """metadata.name if it is a string, for naming the object in errors before it is parsed."""
+    meta = doc.get("metadata")
+    return _string_at(meta, "name") if isinstance(meta, dict) else ""
+
+
+def _string_at(data: Mapping[str, Any], key: str) -> str:
+    value = data.get(key)
+    return value if isinstance(value, str) else ""
+
+
+# --- field readers ----------------------------------------------------------------------------------
+# The `_as_*` functions check one value and raise FieldError naming its field; `_Reader` calls them,
+# records an error and carries on with a default, so one document reports all its bad fields.
+
+
+def _join(prefix: str, key: str) -> str:
+    return f"{prefix}.{key}" if prefix else key
+
+
+def _shown(value: object) -> str:
+    """A value as an error message shows it: short, with its YAML type."""
+    if isinstance(value, dict):
+        return "a map"
+    if isinstance(value, list):
+        return "a list"
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _as_map(value: Any, field_: str) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise FieldError(field_, f"expected a map, got {_shown(value)}")
+    return value
+
+
+def _as_list(value: Any, field_: str) -> list[Any]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise FieldError(field_, f"expected a list, got {_shown(value)}")
+    return value
+
+
+def _as_str(value: Any, field_: str) -> str:
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise FieldError(field_, f"expected a string, got {_shown(value)} (quote it)")
+    return value
+
+
+def _as_int(value: Any, field_: str) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise FieldError(field_, f"expected an integer, got {_shown(value)}")
+    return value
+
+
+def _as_bool(value: Any, field_: str) -> bool | None:
+    if value is None:
+        return None
+    if not isinstance(value, bool):
+        raise FieldError(field_, f"expected true or false, got {_shown(value)}")
+    return value
+
+
+def _as_str_map(value: Any, field_: str) -> dict[str, str]:
+    """A map of string to string, such as labels, annotations or a nodeSelector."""
+    data = _as_map(value, field_)
+    for key, item in data.items():
+        if not isinstance(key, str) or not isinstance(item, str):
+            raise FieldError(f"{field_}.{key}", f"expected a string, got {_shown(item)} (quote it)")
+    return dict(data)  # a copy: changing an object's labels must not change its raw document
+
+
+def _as_choice(enum: type[E], value: Any, field_: str) -> E:
+    if value is None:
+        raise FieldError(field_, "is required")
+    try:
+        return enum(value)
+    except ValueError:
+        allowed = ", ".join(str(member.value) for member in enum)
+        raise FieldError(field_, f"{_shown(value)} is not one of {allowed}") from None
+
+
+def _as_resources(value: Any, field_: str) -> Resources | None:
+    """A resource list, or None when absent or empty (Volcano reads an empty list as "no limit")."""
+    if value is None or value == {}:
+        return None
+    return _as_resource_list(value, field_)
+
+
+def _as_resource_list(value: Any, field_: str) -> Resources:
+    """Like Resources.parse, but each (resource, quantity) pair is parsed once per process.
+
+    Node and pod lists repeat the same quantities thousands of times; exact Fraction parsing of
+    each would be the largest cost of loading after YAML itself.
+    """
+    if value is None:
+        return EMPTY
+    data = _as_map(value, field_)
+    amounts = {}
+    for name, quantity in data.items():
+        if type(quantity) in (str, int) and isinstance(name, str):
+            amounts[name] = _canonical_cached(name, quantity, f"{field_}.{name}")
+        else:
+            amounts[str(name)] = to_canonical(str(name), quantity, f"{field_}.{name}")
+    return Resources(amounts)
+
+
+_canonical_memo: dict[tuple[str, str | int], int] = {}
+
+
+def _canonical_cached(resource: str, quantity: str | int, field_: str) -> int:
+    key = (resource, quantity)
+    amount = _canonical_memo.get(key)
+    if amount is None:
+        amount = to_canonical(resource, quantity, field_)
+        if len(_canonical_memo) < _MEMO_LIMIT:
+            _canonical_memo[key] = amount
+    return amount
+
+
+def _as_timestamp(value: Any, field_: str) -> float:
+    """metadata.creationTimestamp (RFC 3339) as seconds since the epoch; 0.0 when absent."""
+    if value is None:
+        return 0.0
+    if isinstance(value, datetime):  # YAML reads an unquoted timestamp as a datetime
+        moment = value
+    elif isinstance(value, date):
+        moment = datetime(value.year, value.month, value.day)
+    elif isinstance(value, str):
+        try:
+            moment = datetime.fromisoformat(value)
+        except ValueError:
+            raise FieldError(field_, f"{_shown(value)} is not an RFC 3339 time") from None
+    else:
+        raise FieldError(field_, f"expected an RFC 3339 time, got {_shown(value)}")
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.timestamp()
+
+
+_DURATION = re.compile(r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(ns|us|µs|μs|ms|s|m|h)")
+_DURATION_SECONDS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def _as_duration(value: Any, field_: str) -> float | None:
+    """A Go duration string ("90s", "1h30m") in seconds, as Volcano's policy timeout is written."""
+    text = _as_str(value, field_)
+    if not text:
+        return None
+    if text == "0":
+        return 0.0
+    body = text.removeprefix("-").removeprefix("+")
+    if not body or _DURATION.sub("", body):
+        raise FieldError(field_, f"{text!r} is not a duration (e.g. 30s, 10m, 1h30m)")
+    seconds = sum(float(number) * _DURATION_SECONDS[unit] for number, unit in _DURATION.findall(body))
+    return -seconds if text.startswith("-") else seconds
+
+
+class _Reader:
+    """Reads the fields of one document, recording each bad field and carrying on with a default."""
+
+    __slots__ = ("kind", "name", "session", "source")
+
+    def __init__(self, session: _Session, source: Source, kind: str, name: str) -> None:
+        self.session = session
+        self.source = source
+        self.kind = kind
+        self.name = name
+
+    def error(self, field_: str, message: str) -> None:
+        self.session.ms.errors.append(ManifestError(self.source, self.kind, self.name, field_, message))
+
+    def warn(self, field_: str, message: str) -> None:
+        self.session.ms.warnings.append(ManifestError(self.source, self.kind, self.name, field_, message))
+
+    def read(self, parse: Callable[[Any, str], T], value: Any, field_: str, default: T) -> T:
+        """parse(value, field), or `default` after recording the FieldError it raised."""
+        try:
+            return parse(value, field_)
+        except FieldError as exc:
+            self.error(exc.field, exc.message)
+            return default
+
+    def mapping(self, data: Mapping[str, Any], prefix: str, key: str) -> dict[str, Any]:
+        return self.read(_as_map, data.get(key), _join(prefix, key), {})
+
+    def items(self, data: Mapping[str, Any], prefix: str, key: str) -> list[Any]:
+        return self.read(_as_list, data.get(key), _join(prefix, key), [])
+
+    def text(self, data: Mapping[str, Any], prefix: str, key: str) -> str:
+        return self.read(_as_str, data.get(key), _join(prefix, key), "")
+
+    def integer(self, data: Mapping[str, Any], prefix: str, key: str, default: int) -> int:
+        value = self.read(_as_int, data.get(key), _join(prefix, key), None)
+        return default if value is None else value
+
+    def optional_integer(self, data: Mapping[str, Any], prefix: str, key: str) -> int | None:
+        return self.read(_as_int, data.get(key), _join(prefix, key), None)
+
+    def flag(self, data: Mapping[str, Any], prefix: str, key: str, default: bool) -> bool:
+        value = self.read(_as_bool, data.get(key), _join(prefix, key), None)
+        return default if value is None else value
+
+    def strings(self, data: Mapping[str, Any], prefix: str, key: str) -> dict[str, str]:
+        return self.read(_as_str_map, data.get(key), _join(prefix, key), {})
+
+    def resources(self, data: Mapping[str, Any], prefix: str, key: str) -> Resources | None:
+        return self.read(_as_resources, data.get(key), _join(prefix, key), None)
+
+    def choice(self, data: Mapping[str, Any], prefix: str, key: str, enum: type[E], default: E) -> E:
+        value = data.get(key)
+        if value is None or value == "":
+            return default
+        return self.read(lambda v, f: _as_choice(enum, v, f), value, _join(prefix, key), default)
+
+    def priority(self, field_: str, class_name: str, assign: Callable[[int], None] | None) -> None:
+        """Resolve `class_name` once all PriorityClasses are loaded and pass the value to `assign`."""
+        self.session.priority_refs.append(_PriorityRef(self.source, self.kind, self.name, field_, class_name, assign))
+
+
+# --- metadata ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Meta:
+    name: str
+    namespace: str
+    labels: dict[str, str]
+    annotations: dict[str, str]
+    created: float
+
+
+def _metadata(doc: Mapping[str, Any], r: _Reader, default_name: str = "") -> _Meta:
+    """metadata.name (required unless a default is given), namespace, labels, annotations, creation time."""
+    meta = r.mapping(doc, "", "metadata")
+    name = r.text(meta, "metadata", "name") or default_name
+    if not name:
+        r.error("metadata.name", "is required")
+    return _Meta(
+        name=name,
+        namespace=r.text(meta, "metadata", "namespace") or DEFAULT_NAMESPACE,
+        labels=r.strings(meta, "metadata", "labels"),
+        annotations=r.strings(meta, "metadata", "annotations"),
+        created=r.read(_as_timestamp, meta.get("creationTimestamp"), "metadata.creationTimestamp", 0.0),
+    )
+
+
+# --- Node -------------------------------------------------------------------------------------------
+
+
+def _parse_node(doc: dict[str, Any], r: _Reader) -> Node:
+    """A v1 Node: allocatable defaults to capacity; GPU cards come from the allocatable GPU resources."""
+    meta = _metadata(doc, r)
+    spec, status = r.mapping(doc, "", "spec"), r.mapping(doc, "", "status")
+    capacity = r.resources(status, "status", "capacity") or EMPTY
+    allocatable = r.resources(status, "status", "allocatable") if "allocatable" in status else capacity
+    allocatable = allocatable or EMPTY
+    taints: tuple[Taint, ...] = r.read(_as_taints, spec.get("taints"), "spec.taints", ())
+    return Node(
+        name=meta.name,
+        allocatable=allocatable,
+        labels=meta.labels,
+        annotations=meta.annotations,
+        taints=taints,
+        capacity=capacity,
+        unschedulable=r.flag(spec, "spec", "unschedulable", False),
+        ready=r.read(_as_ready, status.get("conditions"), "status.conditions", True),
+        gpu_memory_mib=_gpu_cards(allocatable, r),
+        source=r.source,
+        raw=doc,
+    )
+
+
+def _as_taints(value: Any, field_: str) -> tuple[Taint, ...]:
+    taints = []
+    for i, item in enumerate(_as_list(value, field_)):
+        path = f"{field_}[{i}]"
+        data = _as_map(item, path)
+        key = _as_str(data.get("key"), f"{path}.key")
+        if not key:
+            raise FieldError(f"{path}.key", "is required")
+        effect = _as_choice(TaintEffect, data.get("effect"), f"{path}.effect")
+        taints.append(Taint(key, _as_str(data.get("value"), f"{path}.value"), effect))
+    return tuple(taints)
+
+
+def _as_ready(value: Any, field_: str) -> bool:
+    """The Ready condition's status; a node without conditions (hand-written) counts as ready."""
+    for i, item in enumerate(_as_list(value, field_)):
+        condition = _as_map(item, f"{field_}[{i}]")
+        if condition.get("type") == "Ready":
+            return condition.get("status") == "True"
+    return True
+
+
+def _gpu_cards(allocatable: Resources, r: _Reader) -> tuple[int, ...]:
+    """Memory of each GPU card in MiB: volcano.sh/gpu-memory shared evenly over the card count.
+
+    The count is volcano.sh/gpu-number, else nvidia.com/gpu. Cards known only from nvidia.com/gpu
+    get 0 MiB: they are used whole, never shared.
+    """
+    count_milli = allocatable[GPU_NUMBER] or allocatable[NVIDIA_GPU]
+    count_resource = GPU_NUMBER if allocatable[GPU_NUMBER] else NVIDIA_GPU
+    if count_milli % 1000:
+        r.error(f"status.allocatable.{count_resource}", "a GPU card count must be a whole number")
+        return ()
+    count, memory_mib = count_milli // 1000, allocatable[GPU_MEMORY] // 1000
+    if memory_mib and not count:
+        r.warn(
+            f"status.allocatable.{GPU_MEMORY}",
+            f"without {GPU_NUMBER} or {NVIDIA_GPU} the number of cards is unknown; GPU sharing is off here",
+        )
+        return ()
+    return (memory_mib // count,) * count if count else ()
+
+
+# --- Pod and pod templates --------------------------------------------------------------------------
+
+
+def _parse_pod(doc: dict[str, Any], r: _Reader) -> Pod:
+    """A v1 Pod: requests summed like Kubernetes, group and task from Volcano's annotations."""
+    meta = _metadata(doc, r)
+    spec, status = r.mapping(doc, "", "spec"), r.mapping(doc, "", "status")
+    pod = _pod_from_spec(meta, spec, "spec", r, DEFAULT_SCHEDULER)
+    annotations = meta.annotations
+    pod.node_name = r.text(spec, "spec", "nodeName")
+    pod.phase = r.choice(status, "status", "phase", PodPhase, PodPhase.PENDING)
+    pod.group = next((annotations[key] for key in GROUP_NAME_ANNOTATIONS if annotations.get(key)), "")
+    pod.task = annotations.get(TASK_SPEC_ANNOTATION, "")
+    pod.gpu_indices = r.read(
+        _as_gpu_indices, annotations.get(GPU_INDEX_ANNOTATION), f"metadata.annotations.{GPU_INDEX_ANNOTATION}", ()
+    )
+    pod.raw = doc
+    r.priority(_priority_field(spec, "spec"), pod.priority_class_name, _setter(pod))
+    return pod
+
+
+def _setter(obj: Pod | PodGroup) -> Callable[[int], None]:
+    def assign(value: int) -> None:
+        obj.priority = value
+
+    return assign
+
+
+def _priority_field(spec: Mapping[str, Any], prefix: str) -> str:
+    """The field a pod's priority class came from: spec.priorityClassName or the volcano.sh/priority annotation."""
+    if spec.get("priorityClassName"):
+        return f"{prefix}.priorityClassName"
+    return _annotation_field(prefix, PRIORITY_ANNOTATION)
+
+
+def _annotation_field(spec_prefix: str, annotation: str) -> str:
+    """The path of an annotation next to a pod spec: metadata.annotations.<a> or <task>.template.metadata..."""
+    return _join(spec_prefix.removesuffix("spec").removesuffix("."), f"metadata.annotations.{annotation}")
+
+
+def _as_gpu_indices(value: Any, field_: str) -> tuple[int, ...]:
+    text = _as_str(value, field_)
+    try:
+        return tuple(int(part) for part in text.split(",") if part.strip())
+    except ValueError:
+        raise FieldError(field_, f"{text!r} is not a comma-separated list of card indices") from None
+
+
+def _pod_from_spec(meta: _Meta, spec: Mapping[str, Any], prefix: str, r: _Reader, scheduler: str) -> Pod:
+    """The scheduling-relevant part of a pod spec, shared by Pods and vcjob task templates."""
+    annotations = meta.annotations
+    requests = r.read(_as_pod_requests, spec, prefix, EMPTY)
+    if GPU_MEMORY not in requests and annotations.get(GPU_MEMORY_ANNOTATION):
+        field_ = _annotation_field(prefix, GPU_MEMORY_ANNOTATION)
+        amount = r.read(lambda v, f: to_canonical(GPU_MEMORY, v, f), annotations[GPU_MEMORY_ANNOTATION], field_, 0)
+        requests = requests + {GPU_MEMORY: amount}
+    return Pod(
+        name=meta.name,
+        namespace=meta.namespace,
+        requests=requests,
+        labels=meta.labels,
+        annotations=annotations,
+        node_selector=r.strings(spec, prefix, "nodeSelector"),
+        affinity=_read_affinity(spec, prefix, r),
+        tolerations=r.read(_as_tolerations, spec.get("tolerations"), f"{prefix}.tolerations", ()),
+        priority_class_name=r.text(spec, prefix, "priorityClassName") or annotations.get(PRIORITY_ANNOTATION, ""),
+        scheduler_name=r.text(spec, prefix, "schedulerName") or scheduler,
+        created=meta.created,
+        source=r.source,
+    )
+
+
+def _as_pod_requests(spec: Mapping[str, Any], prefix: str) -> Resources:
+    """A pod's effective request, as Kubernetes computes it.
+
+    max(sum of containers + restartable (sidecar) init containers, the peak of the init phase), where
+    a container's request for a resource falls back to its limit when only the limit is given.
+    """
+    total = EMPTY
+    for i, container in enumerate(_as_list(spec.get("containers"), f"{prefix}.containers")):
+        total = total + _as_container_requests(container, f"{prefix}.containers[{i}]")
+    sidecars, init_peak = EMPTY, EMPTY
+    for i, container in enumerate(_as_list(spec.get("initContainers"), f"{prefix}.initContainers")):
+        field_ = f"{prefix}.initContainers[{i}]"
+        request = _as_container_requests(container, field_)
+        if container.get("restartPolicy") == "Always":
+            sidecars = sidecars + request
+            init_peak = _peak(init_peak, sidecars)
+        else:
+            init_peak = _peak(init_peak, request + sidecars)
+    return _peak(total + sidecars, init_peak)
+
+
+def _as_container_requests(value: Any, field_: str) -> Resources:
+    container = _as_map(value, field_)
+    resources = _as_map(container.get("resources"), f"{field_}.resources")
+    raw_requests = _as_map(resources.get("requests"), f"{field_}.resources.requests")
+    requests = _as_resource_list(raw_requests, f"{field_}.resources.requests")
+    limits = _as_resource_list(resources.get("limits"), f"{field_}.resources.limits")
+    return Resources({**{k: v for k, v in limits.items() if k not in raw_requests}, **requests})
+
+
+def _peak(a: Resources, b: Resources) -> Resources:
+    """Element-wise maximum of two resource vectors."""
+    return Resources({name: max(a[name], b[name]) for name in {*a, *b}})
+
+
+def _as_tolerations(value: Any, field_: str) -> tuple[Toleration, ...]:
+    tolerations = []
+    for i, item in enumerate(_as_list(value, field_)):
+        path = f"{field_}[{i}]"
+        data = _as_map(item, path)
+        key = _as_str(data.get("key"), f"{path}.key")
+        operator = _as_str(data.get("operator"), f"{path}.operator") or "Equal"
+        value_ = _as_str(data.get("value"), f"{path}.value")
+        if operator not in ("Equal", "Exists"):
+            raise FieldError(f"{path}.operator", f"{operator!r} is not one of Equal, Exists")
+        if operator == "Exists" and value_:
+            raise FieldError(f"{path}.value", "must be empty when operator is Exists")
+        if not key and operator != "Exists":
+            raise FieldError(f"{path}.operator", "must be Exists when key is empty")
+        effect = _as_choice(TaintEffect, data["effect"], f"{path}.effect") if data.get("effect") else None
+        tolerations.append(Toleration(key, operator, value_, effect))
+    return tuple(tolerations)
+
+
+def _read_affinity(spec: Mapping[str, Any], prefix: str, r: _Reader) -> NodeAffinity | None:
+    """spec.affinity.nodeAffinity; pod (anti-)affinity is not scheduled by tidegate and only warned about."""
+    affinity = r.mapping(spec, prefix, "affinity")
+    for unsupported in ("podAffinity", "podAntiAffinity"):
+        if affinity.get(unsupported):
+            r.warn(f"{prefix}.affinity.{unsupported}", "tidegate does not schedule by pod (anti-)affinity; ignored")
+    if affinity.get("nodeAffinity") is None:
+        return None
+    return r.read(_as_node_affinity, affinity["nodeAffinity"], f"{prefix}.affinity.nodeAffinity", None)
+
+
+def _as_node_affinity(value: Any, field_: str) -> NodeAffinity:
+    data = _as_map(value, field_)
+    required = None
+    if data.get(REQUIRED_AFFINITY) is not None:
+        path = f"{field_}.{REQUIRED_AFFINITY}.nodeSelectorTerms"
+        terms = _as_list(
+            _as_map(data[REQUIRED_AFFINITY], f"{field_}.{REQUIRED_AFFINITY}").get("nodeSelectorTerms"), path
+        )
+        if not terms:
+            raise FieldError(path, "needs at least one term")
+        required = tuple(_as_selector_term(term, f"{path}[{i}]") for i, term in enumerate(terms))
+    preferred = []
+    for i, item in enumerate(_as_list(data.get(PREFERRED_AFFINITY), f"{field_}.{PREFERRED_AFFINITY}")):
+        path = f"{field_}.{PREFERRED_AFFINITY}[{i}]"
+        term = _as_map(item, path)
+        weight = _as_int(term.get("weight"), f"{path}.weight")
+        if weight is None or not 1 <= weight <= 100:
+            raise FieldError(f"{path}.weight", "must be an integer from 1 to 100")
+        preference = _as_selector_term(term.get("preference"), f"{path}.preference", allow_empty=True)
+        if preference.match_expressions:  # an empty preference is a no-op in Kubernetes
+            preferred.append(PreferredSchedulingTerm(weight, preference))
+    return NodeAffinity(required, tuple(preferred))
+
+
+def _as_selector_term(value: Any, field_: str, allow_empty: bool = False) -> NodeSelectorTerm:
+    data = _as_map(value, field_)
+    if data.get("matchFields"):
+        raise FieldError(f"{field_}.matchFields", "is not supported; use matchExpressions on kubernetes.io/hostname")
+    expressions = _as_list(data.get("matchExpressions"), f"{field_}.matchExpressions")
+    if not expressions and not allow_empty:
+        raise FieldError(f"{field_}.matchExpressions", "an empty required term matches no node; give at least one")
+    return NodeSelectorTerm(
+        tuple(_as_requirement(item, f"{field_}.matchExpressions[{i}]") for i, item in enumerate(expressions))
+    )
+
+
+def _as_requirement(value: Any, field_: str) -> NodeSelectorRequirement:
+    """One matchExpressions entry, checked the way the Kubernetes API server checks it."""
+    data = _as_map(value, field_)
+    key = _as_str(data.get("key"), f"{field_}.key")
+    if not key:
+        raise FieldError(f"{field_}.key", "is required")
+    operator = _as_str(data.get("operator"), f"{field_}.operator")
+    if operator not in SELECTOR_OPERATORS:
+        raise FieldError(f"{field_}.operator", f"{operator!r} is not one of {', '.join(SELECTOR_OPERATORS)}")
+    raw_values = _as_list(data.get("values"), f"{field_}.values")
+    values = tuple(_as_str(item, f"{field_}.values[{i}]") for i, item in enumerate(raw_values))
+    if operator in ("In", "NotIn") and not values:
+        raise FieldError(f"{field_}.values", f"{operator} needs at least one value")
+    if operator in ("Exists", "DoesNotExist") and values:
+        raise FieldError(f"{field_}.values", f"{operator} takes no values")
+    if operator in ("Gt", "Lt") and (len(values) != 1 or not values[0].lstrip("-").isdigit()):
+        raise FieldError(f"{field_}.values", f"{operator} needs exactly one integer value")
+    return NodeSelectorRequirement(key, operator, values)
+
+
+# --- Queue, PodGroup, PriorityClass -----------------------------------------------------------------
+
+
+def _parse_queue(doc: dict[str, Any], r: _Reader) -> Queue:
+    """A Volcano Queue; the state comes from status.state, else spec.state, else Open."""
+    meta = _metadata(doc, r)
+    spec, status = r.mapping(doc, "", "spec"), r.mapping(doc, "", "status")
+    guarantee = r.mapping(spec, "spec", "guarantee")
+    state_from = ("status", status) if status.get("state") else ("spec", spec)
+    return Queue(
+        name=meta.name,
+        weight=r.integer(spec, "spec", "weight", 1),
+        capability=r.resources(spec, "spec", "capability"),
+        deserved=r.resources(spec, "spec", "deserved"),
+        guarantee=r.resources(guarantee, "spec.guarantee", "resource") or EMPTY,
+        reclaimable=r.flag(spec, "spec", "reclaimable", True),
+        parent=r.text(spec, "spec", "parent"),
+        priority=r.integer(spec, "spec", "priority", 0),
+        state=r.choice(state_from[1], state_from[0], "state", QueueState, QueueState.OPEN),
+        source=r.source,
+        raw=doc,
+    )
+
+
+def _parse_podgroup(doc: dict[str, Any], r: _Reader) -> PodGroup:
+    """A Volcano PodGroup, plus tidegate's spec.affinity extension (with a warning)."""
+    meta = _metadata(doc, r)
+    spec, status = r.mapping(doc, "", "spec"), r.mapping(doc, "", "status")
+    affinity = _read_affinity(spec, "spec", r)
+    if affinity is not None:
+        r.warn(
+            "spec.affinity",
+            "stock Volcano ignores affinity on a PodGroup; tidegate applies it to the group's pods "
+            "(a pod's own required terms win, preferred terms are added)",
+        )
+    group = PodGroup(
+        name=meta.name,
+        namespace=meta.namespace,
+        queue=r.text(spec, "spec", "queue") or DEFAULT_QUEUE,
+        min_member=r.integer(spec, "spec", "minMember", 1),
+        min_resources=r.resources(spec, "spec", "minResources") or EMPTY,
+        min_task_member=r.read(_as_int_map, spec.get("minTaskMember"), "spec.minTaskMember", {}),
+        priority_class_name=r.text(spec, "spec", "priorityClassName"),
+        phase=r.choice(status, "status", "phase", PodGroupPhase, PodGroupPhase.PENDING),
+        affinity=affinity,
+        created=meta.created,
+        source=r.source,
+        raw=doc,
+    )
+    r.priority("spec.priorityClassName", group.priority_class_name, _setter(group))
+    return group
+
+
+def _as_int_map(value: Any, field_: str) -> dict[str, int]:
+    out = {}
+    for key, item in _as_map(value, field_).items():
+        number = _as_int(item, f"{field_}.{key}")
+        if number is None:
+            raise FieldError(f"{field_}.{key}", "expected an integer")
+        out[str(key)] = number
+    return out
+
+
+def _parse_priority_class(doc: dict[str, Any], r: _Reader) -> PriorityClass:
+    """A scheduling.k8s.io PriorityClass; `value` is required, as in Kubernetes."""
+    meta = _metadata(doc, r)
+    value = r.optional_integer(doc, "", "value")
+    if value is None and "value" not in doc:
+        r.error("value", "is required")
+    return PriorityClass(
+        name=meta.name,
+        value=value or 0,
+        global_default=r.flag(doc, "", "globalDefault", False),
+        source=r.source,
+        raw=doc,
+    )
+
+
+# --- vcjob ------------------------------------------------------------------------------------------
+
+
+def _parse_job(doc: dict[str, Any], r: _Reader) -> Job:
+    """A Volcano batch.volcano.sh Job with its tasks, pod templates and lifecycle policies."""
+    meta = _metadata(doc, r)
+    spec = r.mapping(doc, "", "spec")
+    scheduler = r.text(spec, "spec", "schedulerName") or DEFAULT_SCHEDULER
+    priority_class = r.text(spec, "spec", "priorityClassName")
+    tasks = tuple(_parse_task(item, i, meta, scheduler, r) for i, item in enumerate(r.items(spec, "spec", "tasks")))
+    _inherit_priority_class(tasks, priority_class, r)
+    return Job(
+        name=meta.name,
+        namespace=meta.namespace,
+        queue=r.text(spec, "spec", "queue") or DEFAULT_QUEUE,
+        tasks=tasks,
+        min_available=r.optional_integer(spec, "spec", "minAvailable"),
+        max_retry=_read_max_retry(spec, r),
+        priority_class_name=priority_class,
+        policies=r.read(_as_policies, spec.get("policies"), "spec.policies", ()),
+        plugins=r.read(_as_job_plugins, spec.get("plugins"), "spec.plugins", {}),
+        scheduler_name=scheduler,
+        created=meta.created,
+        source=r.source,
+        raw=doc,
+    )
+
+
+def _read_max_retry(spec: Mapping[str, Any], r: _Reader) -> int:
+    """spec.maxRetry (retryLimit accepted as an alias); 0 or absent means Volcano's default of 3."""
+    if "retryLimit" in spec:
+        r.warn("spec.retryLimit", "Volcano calls this field maxRetry; read as maxRetry")
+    if "maxRetry" in spec and "retryLimit" in spec:
+        r.warn("spec.retryLimit", "both maxRetry and retryLimit are given; maxRetry wins")
+    key = "maxRetry" if "maxRetry" in spec else "retryLimit"
+    value = r.optional_integer(spec, "spec", key)
+    if value == 0:
+        r.warn(f"spec.{key}", "0 means the default (3) in Volcano, not 'never retry'")
+    return value or 3
+
+
+def _inherit_priority_class(tasks: Sequence[TaskSpec], class_name: str, r: _Reader) -> None:
+    """Templates without a priority class take the job's, as Volcano's job controller does for its pods."""
+    inheriting = [task.template for task in tasks if not task.template.priority_class_name]
+    for template in inheriting:
+        template.priority_class_name = class_name
+
+    def assign(value: int) -> None:
+        for template in inheriting:
+            template.priority = value
+
+    if inheriting or class_name:
+        r.priority("spec.priorityClassName", class_name, assign)
+
+
+def _parse_task(value: Any, index: int, job: _Meta, scheduler: str, r: _Reader) -> TaskSpec:
+    """One entry of spec.tasks; its template becomes a Pod named <job>-<task> (expand.py names replicas)."""
+    prefix = f"spec.tasks[{index}]"
+    task: dict[str, Any] = r.read(_as_map, value, prefix, {})
+    name = r.text(task, prefix, "name") or f"default{index}"  # Volcano's mutating webhook names it so
+    template = r.mapping(task, prefix, "template")
+    template_meta = r.mapping(template, f"{prefix}.template", "metadata")
+    meta = _Meta(
+        name=f"{job.name}-{name}",
+        namespace=job.namespace,
+        labels=r.strings(template_meta, f"{prefix}.template.metadata", "labels"),
+        annotations=r.strings(template_meta, f"{prefix}.template.metadata", "annotations"),
+        created=job.created,
+    )
+    spec_prefix = f"{prefix}.template.spec"
+    template_spec = r.mapping(template, f"{prefix}.template", "spec")
+    pod = _pod_from_spec(meta, template_spec, spec_prefix, r, scheduler)
+    pod.task, pod.group, pod.created, pod.raw = name, job.name, job.created, template
+    if pod.priority_class_name:
+        r.priority(_priority_field(template_spec, spec_prefix), pod.priority_class_name, _setter(pod))
+    if "replicas" not in task:
+        r.warn(f"{prefix}.replicas", "not set: Volcano reads it as 0, so this task creates no pods")
+    return TaskSpec(
+        name=name,
+        replicas=r.integer(task, prefix, "replicas", 0),
+        template=pod,
+        policies=r.read(_as_policies, task.get("policies"), f"{prefix}.policies", ()),
+        min_available=r.optional_integer(task, prefix, "minAvailable"),
+    )
+
+
+def _as_policies(value: Any, field_: str) -> tuple[LifecyclePolicy, ...]:
+    return tuple(_as_policy(item, f"{field_}[{i}]") for i, item in enumerate(_as_list(value, field_)))
+
+
+def _as_policy(value: Any, field_: str) -> LifecyclePolicy:
+    """One lifecycle policy: `event` and/or `events` (duplicates inside one policy merged), or exitCode."""
+    data = _as_map(value, field_)
+    events = [_as_choice(JobEvent, data["event"], f"{field_}.event")] if data.get("event") else []
+    for i, item in enumerate(_as_list(data.get("events"), f"{field_}.events")):
+        events.append(_as_choice(JobEvent, item, f"{field_}.events[{i}]"))
+    return LifecyclePolicy(
+        action=_as_choice(JobAction, data.get("action"), f"{field_}.action"),
+        events=tuple(dict.fromkeys(events)),
+        exit_code=_as_int(data.get("exitCode"), f"{field_}.exitCode"),
+        timeout_s=_as_duration(data.get("timeout"), f"{field_}.timeout"),
+    )
+
+
+def _as_job_plugins(value: Any, field_: str) -> dict[str, list[str]]:
+    """spec.plugins: job plugin name (ssh, svc, env, ...) to its argument strings."""
+    plugins = {}
+    for name, arguments in _as_map(value, field_).items():
+        items = _as_list(arguments, f"{field_}.{name}")
+        plugins[str(name)] = [_as_str(item, f"{field_}.{name}[{i}]") for i, item in enumerate(items)]
+    return plugins
+
+
+# --- SchedulerConfiguration -------------------------------------------------------------------------
+
+
+def _parse_configuration(doc: dict[str, Any], r: _Reader) -> SchedulerConfiguration:
+    """volcano-scheduler.conf carried in a tidegate.io SchedulerConfiguration.
+
+    `actions` and `tiers` sit at the top level or under `spec`; or `conf` / `spec.conf` holds the
+    text of a volcano-scheduler.conf. Missing actions or tiers take Volcano's defaults.
+    """
+    meta = _metadata(doc, r, default_name="default")
+    if doc.get("spec") is not None and not isinstance(doc["spec"], dict):
+        r.error("spec", f"expected a map, got {_shown(doc['spec'])}")
+    prefix = scheduler_conf_prefix(doc)
+    body: Mapping[str, Any] = doc["spec"] if prefix.startswith("spec") else doc
+    if prefix.endswith("conf"):
+        if "actions" in body or "tiers" in body:
+            r.warn(prefix, "conf is given, so actions and tiers next to it are ignored")
+        body = r.read(_as_conf_text, body.get("conf"), prefix, {})
+    actions = r.read(_as_actions, body["actions"], _join(prefix, "actions"), None) if "actions" in body else None
+    tiers = r.read(_as_tiers, body["tiers"], _join(prefix, "tiers"), None) if "tiers" in body else None
+    configuration = SchedulerConfiguration(name=meta.name, source=r.source, raw=doc)
+    if actions is not None:
+        configuration.actions = actions
+    if tiers is not None:
+        configuration.tiers = tiers
+    return configuration
+
+
+def _as_conf_text(value: Any, field_: str) -> dict[str, Any]:
+    text = _as_str(value, field_)
+    try:
+        conf = yaml.load(text, Loader=_YAML_LOADER)
+    except yaml.YAMLError as exc:
+        raise FieldError(field_, f"invalid volcano-scheduler.conf YAML: {exc}") from None
+    return _as_map(conf, field_)
+
+
+def _as_actions(value: Any, field_: str) -> tuple[str, ...]:
+    """`actions: "enqueue, allocate, backfill"`: a comma-separated string (a list is accepted too)."""
+    if isinstance(value, list):
+        return tuple(_as_str(item, f"{field_}[{i}]").strip() for i, item in enumerate(value))
+    return tuple(part.strip() for part in _as_str(value, field_).split(",") if part.strip())
+
+
+def _as_tiers(value: Any, field_: str) -> tuple[Tier, ...]:
+    tiers = []
+    for i, item in enumerate(_as_list(value, field_)):
+        path = f"{field_}[{i}].plugins"
+        plugins = []
+        for j, plugin in enumerate(_as_list(_as_map(item, f"{field_}[{i}]").get("plugins"), path)):
+            data = _as_map(plugin, f"{path}[{j}]")
+            name = _as_str(data.get("name"), f"{path}[{j}].name")
+            if not name:
+                raise FieldError(f"{path}[{j}].name", "is required")
+            plugins.append(PluginOption(name, _as_map(data.get("arguments"), f"{path}[{j}].arguments")))
+        tiers.append(Tier(tuple(plugins)))
+    return tuple(tiers)
+
+
+#: Parsers by (API group, kind); the version is not checked, so v1alpha1 and v1beta1 both load.
+_PARSERS: dict[tuple[str, str], Callable[[dict[str, Any], _Reader], Manifest]] = {
+    ("", "Node"): _parse_node,
+    ("", "Pod"): _parse_pod,
+    ("scheduling.volcano.sh", "Queue"): _parse_queue,
+    ("scheduling.volcano.sh", "PodGroup"): _parse_podgroup,
+    ("batch.volcano.sh", "Job"): _parse_job,
+    ("scheduling.k8s.io", "PriorityClass"): _parse_priority_class,
+    ("tidegate.io", "SchedulerConfiguration"): _parse_configuration,
+}
