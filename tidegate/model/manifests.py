@@ -126,6 +126,8 @@ class ManifestSet:
     priority_classes: list[PriorityClass] = field(default_factory=list)
     configurations: list[SchedulerConfiguration] = field(default_factory=list)
     skipped: list[SkippedDocument] = field(default_factory=list)
+    #: The content of each skipped document, for loaders of other kinds (simulation specs, HPAs).
+    other_documents: list[tuple[Source, dict[str, Any]]] = field(default_factory=list)
     warnings: list[ManifestError] = field(default_factory=list)
     errors: list[ManifestError] = field(default_factory=list)
 
@@ -307,6 +309,7 @@ class _Session:
         parser = _PARSERS.get((api_version.rpartition("/")[0], kind))
         if parser is None:
             self.ms.skipped.append(SkippedDocument(source, kind, name))
+            self.ms.other_documents.append((source, doc))
             return
         obj = parser(doc, _Reader(self, source, kind, name))
         if obj.name:

@@ -7,7 +7,7 @@ and its `source` so errors can name the file and document.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 from typing import Any
 
 from tidegate.model.errors import Source
@@ -28,7 +28,7 @@ TASK_SPEC_ANNOTATION = "volcano.sh/task-spec"
 DEFAULT_MAX_RETRY = 3
 
 
-class TaintEffect(str, Enum):
+class TaintEffect(StrEnum):
     NO_SCHEDULE = "NoSchedule"
     PREFER_NO_SCHEDULE = "PreferNoSchedule"
     NO_EXECUTE = "NoExecute"
@@ -135,7 +135,7 @@ class Node:
         return self.labels.get(NODE_TYPE_LABEL, "").startswith("cloud")
 
 
-class PodPhase(str, Enum):
+class PodPhase(StrEnum):
     PENDING = "Pending"
     RUNNING = "Running"
     SUCCEEDED = "Succeeded"
@@ -173,7 +173,7 @@ class Pod:
         return f"{self.namespace}/{self.name}"
 
 
-class PodGroupPhase(str, Enum):
+class PodGroupPhase(StrEnum):
     PENDING = "Pending"
     INQUEUE = "Inqueue"
     RUNNING = "Running"
@@ -204,7 +204,7 @@ class PodGroup:
         return f"{self.namespace}/{self.name}"
 
 
-class QueueState(str, Enum):
+class QueueState(StrEnum):
     OPEN = "Open"
     CLOSING = "Closing"
     CLOSED = "Closed"
@@ -234,7 +234,7 @@ class PriorityClass:
     raw: dict[str, Any] = field(default_factory=dict)
 
 
-class JobEvent(str, Enum):
+class JobEvent(StrEnum):
     ANY = "*"
     POD_FAILED = "PodFailed"
     POD_EVICTED = "PodEvicted"
@@ -247,7 +247,7 @@ class JobEvent(str, Enum):
     JOB_UPDATED = "JobUpdated"
 
 
-class JobAction(str, Enum):
+class JobAction(StrEnum):
     ABORT_JOB = "AbortJob"
     RESTART_JOB = "RestartJob"
     RESTART_TASK = "RestartTask"
