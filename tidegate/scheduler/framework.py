@@ -6,8 +6,9 @@ extension points it implements when a session opens; the session combines them:
 - order keys (jobs, queues, tasks): concatenated in tier order, so the first plugin that tells
   two objects apart decides, exactly like Volcano's first non-zero comparison;
 - votes (job valid/enqueueable/ready/pipelined, queue allocatable/overused): every plugin must agree;
-- filters: every filter must pass; static ones (labels, taints) are cached per pod shape;
-- scores: summed;
+- filters: every filter must pass; static ones (labels, taints) are cached per pod shape, dynamic ones
+  (resources, cards) per request: they may read only the task's request (and what derives from it);
+- scores: summed (static first, then dynamic ones in registration order);
 - victims (preempt/reclaim): a task is a victim only when every plugin with an opinion allows it
   (stricter than Volcano's per-tier fall-through, so a gang is never broken below minMember).
 """
@@ -48,6 +49,18 @@ class DynamicFilter(Protocol):
 
 class DynamicScore(Protocol):
     def __call__(self, task: TaskInfo, rows: IntArray | slice) -> FloatArray: ...
+
+
+class RowFilter(Protocol):
+    """Optional scalar twin of a DynamicFilter for one node: exactly `fit(task, [row])[0]`."""
+
+    def __call__(self, task: TaskInfo, row: int) -> bool: ...
+
+
+class RowScore(Protocol):
+    """Optional scalar twin of a DynamicScore for one node: bit for bit `score(task, [row])[0]`."""
+
+    def __call__(self, task: TaskInfo, row: int) -> float: ...
 
 
 class CardSelector(Protocol):
@@ -108,6 +121,11 @@ class ExtensionPoints:
     dynamic_filters: list[DynamicFilter] = field(default_factory=list)
     static_scores: list[StaticScore] = field(default_factory=list)
     dynamic_scores: list[DynamicScore] = field(default_factory=list)
+    #: Scalar twins of dynamic filters and scores, keyed by what was registered above. When every
+    #: dynamic filter and score has one, the session refreshes a few changed nodes without numpy
+    #: (whose per-call cost dwarfs the work for one row); otherwise it always uses the vector forms.
+    row_filters: dict[DynamicFilter, RowFilter] = field(default_factory=dict)
+    row_scores: dict[DynamicScore, RowScore] = field(default_factory=dict)
     card_selector: CardSelector | None = None
     preemptable: list[VictimFilter] = field(default_factory=list)
     reclaimable: list[VictimFilter] = field(default_factory=list)

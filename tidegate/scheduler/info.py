@@ -64,6 +64,10 @@ class TaskInfo:
     status: TaskStatus = TaskStatus.PENDING
     node: int = -1
     cards: tuple[int, ...] = ()
+    #: The request as Python ints (shared by equal requests), for scalar code that must not pay numpy's per-call cost.
+    request_list: tuple[int, ...] = ()
+    #: Small integer naming the shape within the session (index of its placement cache).
+    shape_id: int = -1
 
     @property
     def key(self) -> str:

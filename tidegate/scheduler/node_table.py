@@ -102,7 +102,13 @@ class NodeTable:
         self.card_used_mem: IntArray = np.zeros((n, width), dtype=np.int64)
         self.card_used_milli: IntArray = np.zeros((n, width), dtype=np.int64)
         self.card_whole: BoolArray = np.zeros((n, width), dtype=bool)
+        #: Per node, cards untouched by any pod (kept up to date by take_cards / release_cards).
+        self.card_free: IntArray = self.card_exists.sum(axis=1).astype(np.int64)
         self.changes: list[int] = []
+        #: Rows as Python ints for scalar code: alloc never changes in a session; used rows are
+        #: converted on demand and forgotten when the row changes.
+        self.alloc_rows: list[list[int]] = self.alloc.tolist()
+        self._used_rows: dict[int, list[int]] = {}
 
     def __len__(self) -> int:
         return len(self.names)
@@ -118,28 +124,49 @@ class NodeTable:
 
     def free_cards(self, rows: slice | IntArray) -> IntArray:
         """Cards untouched by any pod, per node: what whole-card requests may take."""
-        free = self.card_exists[rows] & ~self.card_whole[rows] & (self.card_used_mem[rows] == 0)
-        free &= self.card_used_milli[rows] == 0
-        out: IntArray = free.sum(axis=1).astype(np.int64)
-        return out
+        out: IntArray = self.card_free[rows]
+        return out.copy() if isinstance(rows, slice) else out
+
+    def used_row(self, row: int) -> list[int]:
+        """The node's used resources as Python ints (do not modify)."""
+        found = self._used_rows.get(row)
+        if found is None:
+            found = self._used_rows[row] = self.used[row].tolist()
+        return found
+
+    def _card_is_free(self, row: int, card: int) -> bool:
+        return bool(
+            self.card_exists[row, card]
+            and not self.card_whole[row, card]
+            and self.card_used_mem[row, card] == 0
+            and self.card_used_milli[row, card] == 0
+        )
 
     # -- mutation ------------------------------------------------------------------------------
     def add_used(self, row: int, request: IntArray, sign: int = 1) -> None:
-        self.used[row] += sign * request
+        if sign == 1:
+            self.used[row] += request
+        else:
+            self.used[row] += sign * request
+        self._used_rows.pop(row, None)
         self.changes.append(row)
 
     def take_cards(self, row: int, cards: tuple[int, ...], mem_mib: int, milli: int, whole: bool) -> None:
         for card in cards:
+            was_free = self._card_is_free(row, card)
             if whole:
                 self.card_whole[row, card] = True
             else:
                 self.card_used_mem[row, card] += mem_mib
                 self.card_used_milli[row, card] += milli
+            self.card_free[row] += self._card_is_free(row, card) - was_free
 
     def release_cards(self, row: int, cards: tuple[int, ...], mem_mib: int, milli: int, whole: bool) -> None:
         for card in cards:
+            was_free = self._card_is_free(row, card)
             if whole:
                 self.card_whole[row, card] = False
             else:
                 self.card_used_mem[row, card] -= mem_mib
                 self.card_used_milli[row, card] -= milli
+            self.card_free[row] += self._card_is_free(row, card) - was_free

@@ -7,7 +7,7 @@ the per-shape placement caches. It never reads a clock or does I/O.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
 import numpy as np
@@ -24,7 +24,7 @@ from tidegate.model.objects import (
     SchedulerConfiguration,
 )
 from tidegate.model.resources import PODS, Resources
-from tidegate.scheduler.framework import ExtensionPoints, Plugin, PluginRegistry
+from tidegate.scheduler.framework import ExtensionPoints, Plugin, PluginRegistry, RowFilter, RowScore
 from tidegate.scheduler.info import GpuRequest, JobInfo, QueueInfo, TaskInfo, TaskStatus
 from tidegate.scheduler.labels import LabelIndex, TaintIndex
 from tidegate.scheduler.node_table import BoolArray, FloatArray, IntArray, NodeTable, ResourceIndex
@@ -34,14 +34,35 @@ from tidegate.scheduler.statement import Statement
 NEG_INF = float("-inf")
 
 
+#: Changed nodes refreshed one by one with the plugins' scalar twins; beyond this, numpy refreshes them together.
+SCALAR_ROWS = 16
+#: Changed nodes patched one by one into a shape's totals; beyond this, the totals are recomputed whole.
+SCALAR_TOTAL_ROWS = 12
+
+
+@dataclass(slots=True)
+class DynamicCache:
+    """Dynamic filter and score results over all nodes for one request, refreshed row by row.
+
+    Pods asking the same resources share it whatever their selectors and tolerations: dynamic
+    filters and scores read only the request. `scores` holds each dynamic score's vector, in
+    registration order; both are meaningful only where `fit` is True.
+    """
+
+    fit: BoolArray
+    scores: list[FloatArray]
+    seen: int  # position in NodeTable.changes already folded in
+
+
 @dataclass(slots=True)
 class ShapeCache:
     """Filter and score vectors over all nodes for one pod shape, refreshed row by row."""
 
     static_mask: BoolArray
     static_score: FloatArray
+    dynamic: DynamicCache
     total: FloatArray  # score where the pod fits now, -inf elsewhere
-    seen: int  # position in NodeTable.changes already folded in
+    seen: int  # position in NodeTable.changes already folded in (never ahead of dynamic.seen)
 
 
 def _shape_of(pod: Pod, affinity: NodeAffinity | None) -> tuple[object, ...]:
@@ -77,6 +98,10 @@ class Session:
         self.ext = ExtensionPoints()
         self.allocation_log: list[TaskInfo] = []
         self._vectors: dict[Resources, IntArray] = {}
+        self._requests: dict[Resources, tuple[IntArray, tuple[int, ...], GpuRequest]] = {}
+        self._requests_by_id: dict[int, tuple[IntArray, tuple[int, ...], GpuRequest]] = {}
+        self._shape_ids: dict[tuple[object, ...], tuple[tuple[object, ...], int]] = {}
+        self._shapes_by_ident: dict[tuple[int, int, int, int], tuple[tuple[object, ...], int]] = {}
         self._build_jobs(snapshot.groups, snapshot.pods)
         self.evictions: dict[str, str] = {}
         self.plugins: list[Plugin] = []
@@ -86,7 +111,10 @@ class Session:
                 self.plugins.append(plugin)
         for plugin in self.plugins:
             plugin.on_session_open(self)
-        self._shapes: dict[tuple[object, ...], ShapeCache] = {}
+        self._shapes: list[ShapeCache | None] = [None] * len(self._shape_ids)
+        self._shapes_by_key: dict[tuple[object, ...], ShapeCache] = {}  # tasks made outside _build_jobs
+        self._dynamic: dict[Resources, DynamicCache] = {}
+        self._row_twins = self._scalar_twins()
 
     # -- construction ------------------------------------------------------------------------------
     @staticmethod
@@ -152,7 +180,6 @@ class Session:
         pods_by_group: dict[tuple[str, str], list[Pod]] = {}
         for pod in pods:
             pods_by_group.setdefault((pod.namespace, pod.group), []).append(pod)
-        shapes: dict[tuple[object, ...], tuple[object, ...]] = {}
         for group in groups:
             queue = self.queues.get(group.queue)
             if queue is None:
@@ -168,11 +195,17 @@ class Session:
                 phase=group.phase,
             )
             for pod in pods_by_group.pop((group.namespace, group.name), []):
-                request = self.vector(pod.requests + Resources({PODS: 1}))
-                affinity = pod.affinity
-                shape = _shape_of(pod, affinity)
-                shape = shapes.setdefault(shape, shape)
-                task = TaskInfo(pod=pod, job=job, request=request, gpu=GpuRequest.of(pod), shape=shape)
+                request, request_list, gpu = self._request_of(pod)
+                shape, shape_id = self._intern_shape(pod)
+                task = TaskInfo(
+                    pod=pod,
+                    job=job,
+                    request=request,
+                    gpu=gpu,
+                    shape=shape,
+                    request_list=request_list,
+                    shape_id=shape_id,
+                )
                 job.tasks.append(task)
                 job.counts[TaskStatus.PENDING] += 1
                 job.priority = max(job.priority, pod.priority)
@@ -187,6 +220,39 @@ class Session:
             self.warnings.append(
                 f"{len(orphans)} pod(s) in {namespace} name PodGroup {name!r}, which does not exist; not scheduled"
             )
+
+    def _request_of(self, pod: Pod) -> tuple[IntArray, tuple[int, ...], GpuRequest]:
+        """The pod's request vector (plus one pod), as Python ints, and its GPU ask; shared by equal requests."""
+        found = self._requests_by_id.get(id(pod.requests))
+        if found is None:
+            found = self._requests.get(pod.requests)
+            if found is None:
+                vector = self.vector(pod.requests + Resources({PODS: 1}))
+                found = (vector, tuple(vector.tolist()), GpuRequest.of(pod))
+                self._requests[pod.requests] = found
+            self._requests_by_id[id(pod.requests)] = found  # the snapshot keeps the object alive
+        return found
+
+    def _intern_shape(self, pod: Pod) -> tuple[tuple[object, ...], int]:
+        """The pod's shape key (one tuple per distinct shape) and its number; identical objects skip hashing."""
+        ident = (id(pod.requests), id(pod.node_selector), id(pod.affinity), id(pod.tolerations))
+        found = self._shapes_by_ident.get(ident)
+        if found is None:
+            shape = _shape_of(pod, pod.affinity)
+            found = self._shape_ids.get(shape)
+            if found is None:
+                found = self._shape_ids[shape] = (shape, len(self._shape_ids))
+            self._shapes_by_ident[ident] = found
+        return found
+
+    def _scalar_twins(self) -> tuple[list[RowFilter], list[RowScore]] | None:
+        """Scalar twins of every dynamic filter and score, or None when one lacks its twin."""
+        ext = self.ext
+        filters = [ext.row_filters.get(f) for f in ext.dynamic_filters]
+        scores = [ext.row_scores.get(s) for s in ext.dynamic_scores]
+        if any(f is None for f in filters) or any(s is None for s in scores):
+            return None
+        return [f for f in filters if f is not None], [s for s in scores if s is not None]
 
     def _account_existing(self, task: TaskInfo) -> None:
         pod = task.pod
@@ -278,7 +344,8 @@ class Session:
 
     # -- placement ---------------------------------------------------------------------------------
     def _shape_cache(self, task: TaskInfo) -> ShapeCache:
-        cache = self._shapes.get(task.shape)
+        cache = self._shapes[task.shape_id] if task.shape_id >= 0 else self._shapes_by_key.get(task.shape)
+        changes = self.table.changes
         if cache is None:
             n = len(self.table)
             mask = self.table.schedulable.copy()
@@ -288,31 +355,97 @@ class Session:
             score = np.zeros(n, dtype=np.float64)
             for static_score in self.ext.static_scores:
                 score += static_score(task)
-            cache = ShapeCache(mask, score, np.full(n, NEG_INF), len(self.table.changes))
-            rows = np.flatnonzero(mask)
-            if len(rows):
-                self._refresh(task, cache, rows)
-            self._shapes[task.shape] = cache
-        elif cache.seen < len(self.table.changes):
-            pending = self.table.changes[cache.seen :]
-            cache.seen = len(self.table.changes)
-            if len(pending) > len(self.table) // 8:
-                rows = np.flatnonzero(cache.static_mask)
+            dynamic = self._dynamic_cache(task)
+            cache = ShapeCache(mask, score, dynamic, self._totals(mask, score, dynamic), len(changes))
+            if task.shape_id >= 0:
+                self._shapes[task.shape_id] = cache
             else:
-                rows = np.array(sorted(set(pending)), dtype=np.int64)
-                rows = rows[cache.static_mask[rows]]
-            if len(rows):
-                self._refresh(task, cache, rows)
+                self._shapes_by_key[task.shape] = cache
+        elif cache.seen < len(changes):
+            dynamic = self._dynamic_cache(task)
+            pending = set(changes[cache.seen :]) if len(changes) - cache.seen > 1 else (changes[-1],)
+            cache.seen = len(changes)
+            if len(pending) > SCALAR_TOTAL_ROWS:
+                cache.total = self._totals(cache.static_mask, cache.static_score, dynamic)
+            else:
+                mask, static, total, fit, scores = (
+                    cache.static_mask,
+                    cache.static_score,
+                    cache.total,
+                    dynamic.fit,
+                    dynamic.scores,
+                )
+                for row in pending:
+                    if mask[row] and fit[row]:
+                        value = static[row]
+                        for vector in scores:
+                            value = value + vector[row]
+                        total[row] = value
+                    else:
+                        total[row] = NEG_INF
         return cache
 
-    def _refresh(self, task: TaskInfo, cache: ShapeCache, rows: IntArray) -> None:
-        fits = np.ones(len(rows), dtype=bool)
+    @staticmethod
+    def _totals(mask: BoolArray, static: FloatArray, dynamic: DynamicCache) -> FloatArray:
+        """Static score plus each dynamic score (in that order, as floats add), -inf where the pod cannot go."""
+        if not dynamic.scores:
+            score = static
+        else:
+            score = static + dynamic.scores[0]
+            for vector in dynamic.scores[1:]:
+                score += vector
+        total: FloatArray = np.where(mask & dynamic.fit, score, NEG_INF)
+        return total
+
+    def _dynamic_cache(self, task: TaskInfo) -> DynamicCache:
+        """The request's dynamic results, brought up to date with the node table."""
+        key = task.pod.requests
+        cache = self._dynamic.get(key)
+        changes = self.table.changes
+        if cache is None:
+            n = len(self.table)
+            cache = DynamicCache(
+                np.zeros(n, dtype=bool), [np.zeros(n, dtype=np.float64) for _ in self.ext.dynamic_scores], len(changes)
+            )
+            rows = np.flatnonzero(self.table.schedulable)
+            if len(rows):
+                self._refresh_rows(task, cache, rows)
+            self._dynamic[key] = cache
+        elif cache.seen < len(changes):
+            pending = set(changes[cache.seen :]) if len(changes) - cache.seen > 1 else (changes[-1],)
+            cache.seen = len(changes)
+            if self._row_twins is not None and len(pending) <= SCALAR_ROWS:
+                self._refresh_scalar(task, cache, pending)
+            else:
+                rows = np.array(sorted(pending), dtype=np.int64)
+                self._refresh_rows(task, cache, rows[self.table.schedulable[rows]])
+        return cache
+
+    def _refresh_rows(self, task: TaskInfo, cache: DynamicCache, rows: IntArray) -> None:
+        fits: BoolArray | None = None
         for dynamic_filter in self.ext.dynamic_filters:
-            fits &= dynamic_filter.fit(task, rows)
-        score = cache.static_score[rows].copy()
-        for dynamic_score in self.ext.dynamic_scores:
-            score += dynamic_score(task, rows)
-        cache.total[rows] = np.where(fits, score, NEG_INF)
+            passing = dynamic_filter.fit(task, rows)
+            fits = passing if fits is None else fits & passing
+        cache.fit[rows] = True if fits is None else fits
+        for vector, dynamic_score in zip(cache.scores, self.ext.dynamic_scores, strict=True):
+            vector[rows] = dynamic_score(task, rows)
+
+    def _refresh_scalar(self, task: TaskInfo, cache: DynamicCache, rows: Collection[int]) -> None:
+        assert self._row_twins is not None
+        row_filters, row_scores = self._row_twins
+        schedulable, fit, scores = self.table.schedulable, cache.fit, cache.scores
+        for row in rows:
+            if not schedulable[row]:
+                continue
+            ok = True
+            for row_filter in row_filters:
+                if not row_filter(task, row):
+                    ok = False
+                    break
+            fit[row] = ok
+            if ok:  # scores are read only where the task fits; a row that stops fitting changes again first
+                for vector, row_score in zip(scores, row_scores, strict=True):
+                    vector[row] = row_score(task, row)
 
     def best_node(self, task: TaskInfo) -> int | None:
         """The highest-scoring node the task fits on now (lowest index on ties), or None."""

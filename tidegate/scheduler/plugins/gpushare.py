@@ -27,6 +27,7 @@ class GpuSharePlugin(Plugin):
         if self.card_policy not in ("first-fit", "best-fit"):
             raise ValueError(f"plugin gpushare: gpushare.cardPolicy {self.card_policy!r}: use first-fit or best-fit")
         ssn.ext.dynamic_filters.append(self)
+        ssn.ext.row_filters[self] = self.fit_row
         ssn.ext.card_selector = self.select
 
     def _slice_fits(self, task: TaskInfo, rows: IntArray | slice) -> BoolArray:
@@ -46,6 +47,27 @@ class GpuSharePlugin(Plugin):
         if gpu.shared:
             return np.asarray(self._slice_fits(task, rows).any(axis=1), dtype=bool)
         return np.ones(len(self.ssn.table.names) if isinstance(rows, slice) else len(rows), dtype=bool)
+
+    def fit_row(self, task: TaskInfo, row: int) -> bool:
+        """fit() for one node, in Python ints."""
+        gpu = task.gpu
+        table = self.ssn.table
+        if gpu.whole:
+            return bool(table.card_free[row] >= gpu.whole)
+        if gpu.shared:
+            exists, whole = table.card_exists[row].tolist(), table.card_whole[row].tolist()
+            mem, used_mem = table.card_mem[row].tolist(), table.card_used_mem[row].tolist()
+            used_milli = table.card_used_milli[row].tolist()
+            for card, present in enumerate(exists):
+                if not present or whole[card]:
+                    continue
+                if gpu.mem_mib and mem[card] - used_mem[card] < gpu.mem_mib:
+                    continue
+                if gpu.milli and CARD_MILLI - used_milli[card] < gpu.milli:
+                    continue
+                return True
+            return False
+        return True
 
     def explain(self, task: TaskInfo) -> list[tuple[str, BoolArray]]:
         if task.gpu.whole:

@@ -32,6 +32,7 @@ class NodeOrderPlugin(Plugin):
             ssn.ext.static_scores.append(self.static_score)
         if self.least or self.most or self.balanced:
             ssn.ext.dynamic_scores.append(self.dynamic_score)
+            ssn.ext.row_scores[self.dynamic_score] = self.score_row
 
     def static_score(self, task: TaskInfo) -> FloatArray:
         n = len(self.ssn.table)
@@ -67,4 +68,25 @@ class NodeOrderPlugin(Plugin):
             score += self.most * fraction.mean(axis=1) * MAX_SCORE
         if self.balanced:
             score += self.balanced * (1.0 - np.abs(fraction[:, 0] - fraction[:, 1])) * MAX_SCORE
+        return score
+
+    def score_row(self, task: TaskInfo, row: int) -> float:
+        """dynamic_score() for one node, with Python floats doing the same IEEE operations in the same order."""
+        table = self.ssn.table
+        alloc_row, used_row = table.alloc_rows[row], table.used_row(row)
+        request = task.request_list or task.request.tolist()
+        cpu, mem = (int(c) for c in self.cols)
+        fractions = []
+        for col in (cpu, mem):
+            alloc = float(alloc_row[col])
+            fraction = float(used_row[col] + request[col]) / alloc if alloc > 0 else 1.0
+            fractions.append(min(max(fraction, 0.0), 1.0))
+        f_cpu, f_mem = fractions
+        score = 0.0
+        if self.least:
+            score += self.least * (((1.0 - f_cpu) + (1.0 - f_mem)) / 2) * MAX_SCORE
+        if self.most:
+            score += self.most * ((f_cpu + f_mem) / 2) * MAX_SCORE
+        if self.balanced:
+            score += self.balanced * (1.0 - abs(f_cpu - f_mem)) * MAX_SCORE
         return score

@@ -17,6 +17,7 @@ class PredicatesPlugin(Plugin):
         self.ssn = ssn
         ssn.ext.static_filters.append(self.static_filters)
         ssn.ext.dynamic_filters.append(self)
+        ssn.ext.row_filters[self] = self.fit_row
         self._taint_cache: dict[object, list[tuple[str, BoolArray]]] = {}
 
     def static_filters(self, task: TaskInfo) -> list[tuple[str, BoolArray]]:
@@ -54,6 +55,15 @@ class PredicatesPlugin(Plugin):
         cols = np.flatnonzero(task.request)
         idle = table.alloc[rows][:, cols] - table.used[rows][:, cols]
         return np.asarray((idle >= task.request[cols]).all(axis=1), dtype=bool)
+
+    def fit_row(self, task: TaskInfo, row: int) -> bool:
+        """fit() for one node, in Python ints."""
+        table = self.ssn.table
+        alloc, used = table.alloc_rows[row], table.used_row(row)
+        for col, amount in enumerate(task.request_list or task.request.tolist()):
+            if amount and alloc[col] - used[col] < amount:
+                return False
+        return True
 
     def explain(self, task: TaskInfo) -> list[tuple[str, BoolArray]]:
         table = self.ssn.table

@@ -1,0 +1,103 @@
+"""The plugins' scalar twins (fit_row / score_row) give exactly what their numpy forms give for one node.
+
+The session refreshes a few changed nodes with the twins and many with numpy; any difference, even in the
+last bit of a score, would make placements depend on the refresh path.
+"""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+from tidegate.model.objects import (
+    DEFAULT_TIERS,
+    Node,
+    PluginOption,
+    Pod,
+    PodGroup,
+    PodGroupPhase,
+    Queue,
+    SchedulerConfiguration,
+    Tier,
+)
+from tidegate.model.resources import CPU, GPU_MEMORY, GPU_MILLI, GPU_NUMBER, MEMORY, NVIDIA_GPU, PODS, Resources
+from tidegate.scheduler.info import TaskStatus
+from tidegate.scheduler.plugins import default_registry
+from tidegate.scheduler.session import Session
+from tidegate.scheduler.snapshot import Snapshot
+
+GI = 2**30
+
+
+def _snapshot(rng: random.Random) -> Snapshot:
+    nodes = []
+    for i in range(12):
+        alloc = {CPU: rng.choice([0, 1000, 7000, 96000]), MEMORY: rng.choice([0, 3 * GI, 768 * GI])}
+        cards: tuple[int, ...] = ()
+        if rng.random() < 0.5:
+            count = rng.choice([1, 2, 8])
+            cards = (rng.choice([16384, 81920]),) * count
+            alloc.update({NVIDIA_GPU: count * 1000, GPU_MEMORY: sum(cards) * 1000, GPU_NUMBER: count * 1000})
+        if rng.random() < 0.3:
+            alloc[PODS] = rng.randint(1, 4) * 1000
+        nodes.append(Node(name=f"n{i}", allocatable=Resources(alloc), gpu_memory_mib=cards))
+    requests = [
+        Resources({CPU: rng.choice([0, 1, 500, 3000, 9000]), MEMORY: rng.choice([0, 1, GI, 5 * GI])})
+        + Resources(
+            rng.choice([{}, {NVIDIA_GPU: 1000}, {NVIDIA_GPU: 3000}, {GPU_MEMORY: 4096000}, {GPU_MILLI: 250000}])
+        )
+        for _ in range(6)
+    ]
+    groups = [PodGroup(name="g", queue="default", phase=PodGroupPhase.INQUEUE)]
+    pods = [Pod(name=f"p{k}", requests=r, group="g") for k, r in enumerate(requests)]
+    return Snapshot(nodes, [Queue(name="default")], groups, pods)
+
+
+CONFIGS = [
+    SchedulerConfiguration(),
+    SchedulerConfiguration(
+        tiers=(
+            DEFAULT_TIERS[0],
+            Tier(
+                (
+                    PluginOption("predicates"),
+                    PluginOption("nodeorder", {"mostrequested.weight": 2, "balancedresource.weight": 0.5}),
+                    PluginOption("binpack", {"binpack.weight": 3, "binpack.resources": "nvidia.com/gpu, pods"}),
+                    PluginOption("gpushare"),
+                )
+            ),
+        )
+    ),
+]
+
+
+@pytest.mark.parametrize("seed", range(25))
+@pytest.mark.parametrize("config", CONFIGS, ids=["default", "weighted"])
+def test_twins_match_the_vector_forms_bit_for_bit(seed: int, config: SchedulerConfiguration) -> None:
+    rng = random.Random(seed)
+    ssn = Session(_snapshot(rng), config, default_registry())
+    ext = ssn.ext
+    assert set(ext.row_filters) == set(ext.dynamic_filters)
+    assert set(ext.row_scores) == set(ext.dynamic_scores)
+    tasks = list(ssn.tasks.values())
+    for _ in range(30):
+        task = rng.choice(tasks)  # load a node, overcommitting it at times
+        if task.status is TaskStatus.PENDING:
+            row = rng.randrange(len(ssn.table))
+            ssn.apply_allocate(task, row, ssn.select_cards(task, row), TaskStatus.ALLOCATED)
+        elif rng.random() < 0.3:
+            ssn.undo_allocate(task, task.node, task.cards, TaskStatus.PENDING)
+        table = ssn.table
+        free = table.card_exists & ~table.card_whole & (table.card_used_mem == 0) & (table.card_used_milli == 0)
+        assert (table.free_cards(slice(None)) == free.sum(axis=1)).all()
+        for probe in tasks:
+            for row in range(len(ssn.table)):
+                rows = np.array([row])
+                for dynamic_filter in ext.dynamic_filters:
+                    assert ext.row_filters[dynamic_filter](probe, row) == bool(dynamic_filter.fit(probe, rows)[0])
+                for dynamic_score in ext.dynamic_scores:
+                    scalar = ext.row_scores[dynamic_score](probe, row)
+                    vector = float(dynamic_score(probe, rows)[0])
+                    assert scalar == vector and np.signbit(scalar) == np.signbit(vector), (scalar, vector)
