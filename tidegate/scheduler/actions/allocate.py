@@ -61,13 +61,15 @@ class Allocate:
 
     def _allocate_job(self, ssn: Session, queue: QueueInfo, job: JobInfo) -> bool:
         """Place the job's pods; True when it is ready and still has pods to place (goes back in line)."""
-        tasks = sorted(job.pending_tasks(), key=ssn.task_key)
+        tasks = job.pending_tasks()
+        if len(tasks) > 1:
+            tasks.sort(key=ssn.task_key)
         stmt = ssn.statement()
         failed_shapes: set[tuple[object, ...]] = set()
         failure = ""
         more = False
         for i, task in enumerate(tasks):
-            if task.shape in failed_shapes:
+            if failed_shapes and task.shape in failed_shapes:
                 continue
             reason = ssn.queue_not_allocatable_reason(queue, task)
             if reason:

@@ -29,7 +29,8 @@ class Enqueue:
                         level.inqueue += reserved
         queues = sorted((q for q in ssn.queues.values() if q.jobs), key=ssn.queue_key)
         for queue in queues:
-            for job in sorted(queue.jobs, key=ssn.job_key):
+            pending = [job for job in queue.jobs if job.phase is PodGroupPhase.PENDING]
+            for job in sorted(pending, key=ssn.job_key):
                 if job.phase is not PodGroupPhase.PENDING:
                     continue
                 reason = ssn.job_invalid_reason(job) or ssn.job_not_enqueueable_reason(job)

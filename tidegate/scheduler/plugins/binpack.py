@@ -32,8 +32,8 @@ class BinpackPlugin(Plugin):
         cols = [(ssn.index.col[name], w) for name, w in weights.items() if name in ssn.index.col and w > 0]
         self.cols = np.array([c for c, _ in cols], dtype=np.int64)
         self.weights = np.array([w for _, w in cols], dtype=np.float64)
-        self.col_list = [c for c, _ in cols]
-        self.weight_list = [float(w) for w in self.weights]
+        self._col_weights = [(int(c), float(w)) for c, w in zip(self.cols, self.weights, strict=True)]
+        self._alloc_rows: list[list[float]] = ssn.table.alloc[:, self.cols].astype(np.float64).tolist()
         if self.weight and len(self.cols):
             ssn.ext.dynamic_scores.append(self.dynamic_score)
             if len(self.cols) < PAIRWISE:
@@ -55,21 +55,23 @@ class BinpackPlugin(Plugin):
 
     def score_row(self, task: TaskInfo, row: int) -> float:
         """dynamic_score() for one node, with Python floats doing the same IEEE operations in the same order."""
-        table = self.ssn.table
-        alloc_row, used_row = table.alloc_rows[row], table.used_row(row)
+        used = self.ssn.table.used_row(row)
+        alloc_row = self._alloc_rows[row]
         request = task.request_list or task.request.tolist()
-        asked = [request[col] > 0 for col in self.col_list]
-        if not any(asked):
+        weighted = weight_sum = 0.0
+        asked = False
+        for i, (col, weight) in enumerate(self._col_weights):
+            amount = request[col]
+            if amount > 0:
+                asked = True
+            else:
+                weight = weight * False  # numpy's weights * asked
+            alloc = alloc_row[i]
+            final = float(used[col] + amount)
+            term = (final / alloc if alloc > 0 and final <= alloc else 0.0) * weight
+            # numpy sums left to right from the first element (below PAIRWISE numbers)
+            weighted = term if i == 0 else weighted + term
+            weight_sum = weight if i == 0 else weight_sum + weight
+        if not asked:
             return 0.0
-        weighted: float | None = None
-        weight_sum: float | None = None
-        for col, weight, wanted in zip(self.col_list, self.weight_list, asked, strict=True):
-            alloc = float(alloc_row[col])
-            final = float(used_row[col] + request[col])
-            per = final / alloc if alloc > 0 and final <= alloc else 0.0
-            weight = weight * wanted
-            term = per * weight
-            weighted = term if weighted is None else weighted + term
-            weight_sum = weight if weight_sum is None else weight_sum + weight
-        assert weighted is not None and weight_sum is not None
         return weighted / weight_sum * MAX_SCORE * self.weight

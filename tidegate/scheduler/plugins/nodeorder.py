@@ -32,6 +32,10 @@ class NodeOrderPlugin(Plugin):
             ssn.ext.static_scores.append(self.static_score)
         if self.least or self.most or self.balanced:
             ssn.ext.dynamic_scores.append(self.dynamic_score)
+            self._cpu, self._mem = (int(c) for c in self.cols)
+            alloc = ssn.table.alloc.astype(np.float64)
+            self._alloc_cpu: list[float] = alloc[:, self._cpu].tolist()
+            self._alloc_mem: list[float] = alloc[:, self._mem].tolist()
             ssn.ext.row_scores[self.dynamic_score] = self.score_row
 
     def static_score(self, task: TaskInfo) -> FloatArray:
@@ -72,16 +76,15 @@ class NodeOrderPlugin(Plugin):
 
     def score_row(self, task: TaskInfo, row: int) -> float:
         """dynamic_score() for one node, with Python floats doing the same IEEE operations in the same order."""
-        table = self.ssn.table
-        alloc_row, used_row = table.alloc_rows[row], table.used_row(row)
+        used = self.ssn.table.used_row(row)
         request = task.request_list or task.request.tolist()
-        cpu, mem = (int(c) for c in self.cols)
-        fractions = []
-        for col in (cpu, mem):
-            alloc = float(alloc_row[col])
-            fraction = float(used_row[col] + request[col]) / alloc if alloc > 0 else 1.0
-            fractions.append(min(max(fraction, 0.0), 1.0))
-        f_cpu, f_mem = fractions
+        cpu, mem = self._cpu, self._mem
+        alloc = self._alloc_cpu[row]
+        f_cpu = float(used[cpu] + request[cpu]) / alloc if alloc > 0 else 1.0
+        f_cpu = 0.0 if f_cpu < 0.0 else 1.0 if f_cpu > 1.0 else f_cpu  # np.clip(fraction, 0.0, 1.0)
+        alloc = self._alloc_mem[row]
+        f_mem = float(used[mem] + request[mem]) / alloc if alloc > 0 else 1.0
+        f_mem = 0.0 if f_mem < 0.0 else 1.0 if f_mem > 1.0 else f_mem
         score = 0.0
         if self.least:
             score += self.least * (((1.0 - f_cpu) + (1.0 - f_mem)) / 2) * MAX_SCORE

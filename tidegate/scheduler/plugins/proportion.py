@@ -14,7 +14,7 @@ from tidegate.model.objects import QueueState
 from tidegate.scheduler.framework import Plugin
 from tidegate.scheduler.info import JobInfo, QueueInfo, TaskInfo
 from tidegate.scheduler.node_table import FloatArray
-from tidegate.scheduler.plugins.quota import INF, amount, as_float, first_exceeded, share
+from tidegate.scheduler.plugins.quota import INF, amount, as_float, first_exceeded
 from tidegate.scheduler.session import Session
 
 
@@ -40,6 +40,7 @@ class ProportionPlugin(Plugin):
                 real = np.minimum(real, cap)
             self.real_capability[q.name] = real
         self._water_fill(queues, total)
+        self._deserved_cache: dict[str, list[tuple[int, float]]] = {}
         ssn.ext.queue_order.append(self._queue_order)
         ssn.ext.queue_overused.append(self._overused)
         ssn.ext.queue_allocatable.append(self._allocatable)
@@ -82,23 +83,50 @@ class ProportionPlugin(Plugin):
     def deserved_of(self, queue: QueueInfo) -> FloatArray:
         return self.deserved.get(queue.name, np.zeros(len(self.ssn.index)))
 
+    def _deserved_dims(self, queue: QueueInfo) -> list[tuple[int, float]]:
+        """(column, deserved) over the quota dimensions as Python numbers: the per-placement checks below
+        run on a handful of numbers, where numpy's per-call cost would dominate."""
+        found = self._deserved_cache.get(queue.name)
+        if found is None:
+            deserved = self.deserved_of(queue)
+            found = [(int(col), float(deserved[col])) for col in np.flatnonzero(self.dims)]
+            self._deserved_cache[queue.name] = found
+        return found
+
     def _queue_order(self, queue: Any) -> float:
-        return share(as_float(queue.allocated), self.deserved_of(queue), self.dims)
+        """share(as_float(queue.allocated), deserved, dims), in the same float operations."""
+        allocated = queue.allocated.tolist()
+        result = 0.0
+        for col, want in self._deserved_dims(queue):
+            have = float(allocated[col])
+            if want > 0:
+                result = max(result, have / want)
+            elif have > 0:
+                result = max(result, 1.0)
+        return result
 
     def _overused(self, queue: QueueInfo) -> str | None:
-        deserved = self.deserved_of(queue)
-        if (deserved[self.dims] <= queue.allocated[self.dims]).all():
+        allocated = queue.allocated.tolist()
+        if all(want <= float(allocated[col]) for col, want in self._deserved_dims(queue)):
             return f"queue {queue.name} overused: allocated reached its deserved share"
         return None
 
     def _allocatable(self, queue: QueueInfo, task: TaskInfo) -> str | None:
         if queue.queue.state is not QueueState.OPEN:
             return f"queue {queue.name} is {queue.queue.state.value}"
-        dims = self.dims & (task.request > 0)
-        deserved = self.deserved_of(queue)
-        col = first_exceeded(as_float(queue.allocated + task.request), deserved, dims)
+        allocated = queue.allocated.tolist()
+        request = task.request_list or task.request.tolist()
+        col = next(
+            (
+                col
+                for col, want in self._deserved_dims(queue)
+                if request[col] > 0 and float(allocated[col] + request[col]) > want
+            ),
+            None,
+        )
         if col is None:
             return None
+        deserved = self.deserved_of(queue)
         index = self.ssn.index
         if deserved[col] >= self.ssn.total[col]:
             return (
