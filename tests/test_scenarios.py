@@ -321,6 +321,29 @@ def test_reclaim_stops_at_the_reclaimers_deserved_share() -> None:
     assert all(p.startswith("default/a") for p in pipelined(decisions))
 
 
+@pytest.mark.parametrize(
+    "slice_request",
+    [{"volcano.sh/gpu-memory": 2048}, {"tidegate.io/gpu-milli": 500}],
+    ids=["gpu-memory", "gpu-milli"],
+)
+def test_reclaim_frees_a_card_for_a_gpu_slice(slice_request: dict[str, int]) -> None:
+    # n0 has 2 cards of 16384 MiB, both held whole by b's pod (b deserves 1 card, so it is 1 over).
+    # a's slice fits the node's volcano.sh/gpu-memory total, but no card: reclaim must evict b's pod
+    # before pipelining the slice there, not pipeline it onto cards that can never take it.
+    resource = next(iter(slice_request))
+    cluster = Cluster(
+        nodes=[node("n0", gpus=2, gpu_mem_mib=16384)],
+        queues=[queue("a", deserved={resource: 16384}), queue("b", deserved={NVIDIA_GPU: 1})],
+        jobs=[
+            job("b", "b", 1, {NVIDIA_GPU: 2}, running_on=["n0"], gpu_indices=[(0, 1)], phase=RUNNING),
+            job("a", "a", 1, slice_request),
+        ],
+    )
+    decisions = cluster.schedule(CAPACITY_RECLAIM)
+    assert evicted(decisions) == ["default/b-0"]
+    assert pipelined(decisions) == {"default/a-0": "n0"}
+
+
 # -- guarantee ----------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("config", [PROPORTION_RECLAIM, CAPACITY_RECLAIM], ids=["proportion", "capacity"])
 def test_guarantee_is_never_reclaimed(config: SchedulerConfiguration) -> None:

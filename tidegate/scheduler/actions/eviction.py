@@ -12,6 +12,8 @@ from tidegate.scheduler.session import Session
 from tidegate.scheduler.statement import Statement
 
 VictimFilter = Callable[[TaskInfo, list[TaskInfo]], list[TaskInfo]]
+#: Thousandths in one GPU card (tidegate.io/gpu-milli), as the gpushare plugin counts them.
+CARD_MILLI = 1000
 
 
 def running_by_node(ssn: Session) -> dict[int, list[TaskInfo]]:
@@ -77,17 +79,28 @@ def evict_for(
 
 
 def _cards_fit(ssn: Session, task: TaskInfo, row: int, extra_victims: list[TaskInfo]) -> bool:
-    """Whole-card requests also need enough untouched cards once the victims (and evicted pods) leave."""
-    if not task.gpu.whole:
+    """GPU requests also need cards once the victims (and pods already evicted there) leave: enough untouched
+    cards for whole-card requests, one card with room for a slice (memory and thousandths) for shared ones."""
+    gpu = task.gpu
+    if not gpu.any:
         return True
     table = ssn.table
-    leaving = {c for v in extra_victims for c in v.cards}
-    leaving |= {c for t in ssn.tasks.values() if t.node == row and t.status is TaskStatus.RELEASING for c in t.cards}
-    free = 0
-    for card in range(table.card_exists.shape[1]):
-        if not table.card_exists[row, card]:
-            continue
-        busy = table.card_whole[row, card] or table.card_used_mem[row, card] or table.card_used_milli[row, card]
-        if not busy or card in leaving:
-            free += 1
-    return free >= task.gpu.whole
+    whole = table.card_whole[row].copy()
+    mem = table.card_used_mem[row].copy()
+    milli = table.card_used_milli[row].copy()
+    leaving = [*extra_victims, *(t for t in ssn.tasks.values() if t.node == row and t.status is TaskStatus.RELEASING)]
+    for victim in leaving:
+        for card in victim.cards:
+            if victim.gpu.whole:
+                whole[card] = False
+            else:
+                mem[card] -= victim.gpu.mem_mib
+                milli[card] -= victim.gpu.milli
+    usable = table.card_exists[row] & ~whole
+    if gpu.whole:
+        return int((usable & (mem == 0) & (milli == 0)).sum()) >= gpu.whole
+    if gpu.mem_mib:
+        usable &= table.card_mem[row] - mem >= gpu.mem_mib
+    if gpu.milli:
+        usable &= CARD_MILLI - milli >= gpu.milli
+    return bool(usable.any())
