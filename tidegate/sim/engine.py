@@ -1,0 +1,355 @@
+"""The discrete-event simulation of one scenario: arrivals, scheduling cycles, job completions,
+cloud burst (overflow to the burst queue) and the HPA-driven cloud pools, with cost and waits.
+
+Controllers run against a `Clock` (a `SimClock` here), so the same code can run in wall time.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import partial
+
+from tidegate.autoscale.hpa import HPAController, HPAControllerConfig, HPASpec, check_hpa, queue_metric_values
+from tidegate.clock import SimClock
+from tidegate.model.objects import Queue
+from tidegate.model.resources import Resources
+from tidegate.scheduler.snapshot import Decisions
+from tidegate.sim.core import Core
+from tidegate.sim.fleet import Pool
+from tidegate.sim.meter import Meter
+from tidegate.sim.spec import ScenarioSpec, SimulationSpec
+from tidegate.sim.workload import SimJob, to_group
+
+HPA_SYNC_SECONDS = 15.0
+#: Events at the same instant run in this order: completions free capacity before a cycle uses it.
+PRIORITY_RELEASE, PRIORITY_ARRIVAL, PRIORITY_CYCLE, PRIORITY_AUTOSCALE = 0, 1, 2, 3
+
+
+@dataclass(slots=True)
+class Running:
+    """A job whose gang is placed: where its pods are and when it will finish."""
+
+    job: SimJob
+    group_key: str
+    nodes: list[str]
+    local_gpus: float
+    cloud_gpus: float
+    timer: object = None
+
+
+@dataclass(slots=True)
+class Autoscaler:
+    """One HPA sizing one cloud pool; one replica is one node of the pool."""
+
+    spec: HPASpec
+    pool: Pool
+    controller: HPAController
+    warnings: list[str] = field(default_factory=list)
+
+
+def static_quotas(queues: list[Queue]) -> list[Queue]:
+    """Static quotas: every queue capped at its deserved share (nothing lent, nothing borrowed)."""
+    out = []
+    for queue in queues:
+        if queue.deserved is None:
+            out.append(queue)
+            continue
+        capability = dict(queue.capability or {})
+        capability.update(queue.deserved)
+        out.append(dataclasses.replace(queue, capability=Resources(capability)))
+    return out
+
+
+class Simulation:
+    """One scenario over one workload; `run()` replays it and fills `meter`, `jobs` and `events`."""
+
+    def __init__(
+        self,
+        name: str,
+        core: Core,
+        queues: list[Queue],
+        pools: list[Pool],
+        hpas: list[HPASpec],
+        jobs: list[SimJob],
+        scenario: ScenarioSpec,
+        sim: SimulationSpec,
+        tolerate_cloud: bool,
+        on_progress: Callable[[float], None] | None = None,
+    ) -> None:
+        self.name = name
+        self.core = core
+        self.clock = SimClock()
+        self.scenario = scenario
+        self.sim = sim
+        self.tolerate_cloud = tolerate_cloud
+        self.on_progress = on_progress
+        self.queues = {q.name: q for q in queues}
+        self.children: dict[str, list[str]] = {}
+        for queue in queues:
+            if queue.parent:
+                self.children.setdefault(queue.parent, []).append(queue.name)
+        self.pools = {p.name: p for p in pools}
+        self.node_pool: dict[str, Pool] = {}
+        self.jobs = jobs
+        self.meter = Meter()
+        self.events: list[tuple[float, str]] = []
+        self.pending: dict[str, SimJob] = {}  # group key -> job waiting for placement
+        self.running: dict[str, Running] = {}  # group key -> placed job
+        self.node_pods: dict[str, set[str]] = {}  # node -> group keys with pods there
+        self.pod_group: dict[str, str] = {}  # pod key -> group key
+        self.group_pods: dict[str, list[str]] = {}
+        self.finished = 0
+        self._cycle_at: float | None = None
+        self.autoscalers: list[Autoscaler] = []
+        burst = scenario.burst.enabled
+        for spec in hpas:
+            pool = next(
+                (p for p in pools if p.spec.scale_target_ref and p.spec.scale_target_ref.name == spec.target_name), None
+            )
+            if pool is None or not burst:
+                continue
+            config = HPAControllerConfig(allow_scale_from_zero=True)
+            scaler = Autoscaler(spec, pool, HPAController(spec, config), check_hpa(spec, config))
+            self.autoscalers.append(scaler)
+        for pool in pools:
+            if pool.is_cloud and not burst:
+                continue
+            for _ in range(pool.spec.count):
+                self._node_ready(pool)
+            self.meter[f"nodes/{pool.name}"].set(len(pool.nodes), 0.0)
+
+    # -- workload -------------------------------------------------------------------------------------
+    def run(self) -> None:
+        clock = self.clock
+        for job in self.jobs:
+            clock.call_at(job.submitted, partial(self._arrive, job), PRIORITY_ARRIVAL)
+        if self.autoscalers:
+            clock.call_at(0.0, self._autoscale, PRIORITY_AUTOSCALE)
+        horizon = self.sim.until_seconds or math.inf
+        step = 6 * 3600.0
+        while clock.peek() is not None and clock.now() < horizon:
+            if self.finished == len(self.jobs) and not self.pending and not self.running:
+                break
+            clock.run(until=min(clock.now() + step, horizon))
+            if self.on_progress:
+                self.on_progress(clock.now())
+        self.end = clock.now()
+
+    def _arrive(self, job: SimJob) -> None:
+        self._submit(job)
+        self._demand(job.gpus)
+        self._want_cycle()
+
+    def _submit(self, job: SimJob) -> None:
+        group, pods = to_group(job, self.tolerate_cloud, job.restarts)
+        self.core.add_group(group, pods)
+        self.pending[group.key] = job
+        self.group_pods[group.key] = [pod.key for pod in pods]
+        for pod in pods:
+            self.pod_group[pod.key] = group.key
+
+    def _demand(self, gpus: float) -> None:
+        self.meter["demand_gpus"].add(gpus, self.clock.now())
+
+    # -- scheduling -----------------------------------------------------------------------------------
+    def _want_cycle(self) -> None:
+        if self._cycle_at is not None:
+            return
+        period = self.sim.scheduling_period_seconds
+        when = math.ceil(self.clock.now() / period) * period
+        self._cycle_at = when
+        self.clock.call_at(when, self._cycle, PRIORITY_CYCLE)
+
+    def _cycle(self) -> None:
+        self._cycle_at = None
+        now = self.clock.now()
+        decisions = self.core.cycle(now)
+        self._apply(decisions, now)
+        if self.scenario.burst.enabled:
+            self._overflow(decisions, now)
+
+    def _apply(self, decisions: Decisions, now: float) -> None:
+        placed: dict[str, list[str]] = {}
+        for bind in decisions.binds:
+            group_key = self.pod_group[bind.pod]
+            placed.setdefault(group_key, []).append(bind.node)
+        for group_key, nodes in placed.items():
+            job = self.pending.pop(group_key, None)
+            if job is None:
+                continue
+            self._start(job, group_key, nodes, now)
+        for eviction in decisions.evictions:
+            group_key = self.pod_group[eviction.pod]
+            if group_key in self.running:
+                self._restart(self.running[group_key], f"evicted: {eviction.reason}")
+
+    def _start(self, job: SimJob, group_key: str, nodes: list[str], now: float) -> None:
+        per_pod = job.gpus / max(len(nodes), 1)
+        local = sum(per_pod for n in nodes if not self.node_pool[n].is_cloud)
+        cloud = sum(per_pod for n in nodes if self.node_pool[n].is_cloud)
+        if job.started is None:
+            job.started = now
+        run = Running(job, group_key, nodes, local, cloud)
+        run.timer = self.clock.call_at(now + job.record.duration_s, partial(self._finish, run), PRIORITY_RELEASE)
+        self.running[group_key] = run
+        for node in nodes:
+            self.node_pods.setdefault(node, set()).add(group_key)
+        self.meter["local_gpus"].add(local, now)
+        self.meter["cloud_gpus"].add(cloud, now)
+        self.meter[f"queue_gpus/{job.queue}"].add(job.gpus, now)
+
+    def _release(self, run: Running) -> None:
+        now = self.clock.now()
+        self.running.pop(run.group_key, None)
+        for node in run.nodes:
+            self.node_pods.get(node, set()).discard(run.group_key)
+            pool = self.node_pool[node]
+            if node in pool.draining and not self.node_pods.get(node) and node in pool.nodes:
+                self._remove_node(pool, node)
+                self.meter[f"nodes/{pool.name}"].set(len(pool.nodes), now)
+        self.core.remove_group(run.group_key)
+        for key in self.group_pods.pop(run.group_key, ()):
+            self.pod_group.pop(key, None)
+        self.meter["local_gpus"].add(-run.local_gpus, now)
+        self.meter["cloud_gpus"].add(-run.cloud_gpus, now)
+        self.meter[f"queue_gpus/{run.job.queue}"].add(-run.job.gpus, now)
+        self._want_cycle()
+
+    def _finish(self, run: Running) -> None:
+        self._release(run)
+        run.job.finished = self.clock.now()
+        self.finished += 1
+        self._demand(-run.job.gpus)
+
+    def _restart(self, run: Running, reason: str) -> None:
+        """RestartJob: the gang loses its pods and starts again from the beginning."""
+        timer = run.timer
+        if timer is not None:
+            timer.cancel()  # type: ignore[attr-defined]
+        now = self.clock.now()
+        lost = (now - (run.job.started or now)) * run.job.gpus
+        self.meter["lost_gpu_seconds"].add(lost, now)
+        self._release(run)
+        run.job.restarts += 1
+        run.job.started = None
+        self.events.append((now, f"{run.job.name}: restarted ({reason})"))
+        self._demand(-run.job.gpus)
+        self._arrive(run.job)
+
+    # -- cloud burst ----------------------------------------------------------------------------------
+    def _overflow(self, decisions: Decisions, now: float) -> None:
+        """Pending jobs that waited too long, or whose queue is at capability, move to the burst queue."""
+        burst = self.scenario.burst
+        reasons = {p.job: p.reason for p in decisions.pending}
+        moved = False
+        for group_key, job in list(self.pending.items()):
+            if job.pinned or job.queue == burst.queue:
+                continue
+            at_cap = "at capability" in reasons.get(group_key, "")
+            if not at_cap and now - job.submitted < burst.after_seconds:
+                continue
+            self.core.remove_group(group_key)
+            del self.pending[group_key]
+            for key in self.group_pods.pop(group_key, ()):
+                self.pod_group.pop(key, None)
+            job.queue = burst.queue
+            self._submit(job)
+            self.events.append((now, f"{job.name}: overflowed from {job.home_queue} to {burst.queue}"))
+            moved = True
+        if moved:
+            self._want_cycle()
+
+    # -- cloud pools ----------------------------------------------------------------------------------
+    def pending_seconds(self) -> dict[str, float]:
+        """volcano_queue_pending_jobs_duration_seconds: summed seconds that burstable jobs have been
+        pending, per queue; a parent queue sums its children."""
+        now = self.clock.now()
+        own: dict[str, float] = {}
+        for job in self.pending.values():
+            if not job.pinned:
+                own[job.queue] = own.get(job.queue, 0.0) + (now - job.submitted)
+
+        def total(name: str) -> float:
+            return own.get(name, 0.0) + sum(total(child) for child in self.children.get(name, []))
+
+        return {name: total(name) for name in self.queues}
+
+    def _autoscale(self) -> None:
+        now = self.clock.now()
+        per_queue = self.pending_seconds()
+        for scaler in self.autoscalers:
+            pool = scaler.pool
+            values = queue_metric_values(scaler.spec, per_queue)
+            result = scaler.controller.step(
+                now, pool.size, values, status_replicas=pool.size, ready_replicas=len(pool.nodes)
+            )
+            if result.desired_replicas != pool.size:
+                self.events.append(
+                    (now, f"{pool.name}: {pool.size} -> {result.desired_replicas} nodes ({result.reason})")
+                )
+                self._resize(pool, result.desired_replicas)
+        if self.pending or self.running or self.finished < len(self.jobs) or any(s.pool.size for s in self.autoscalers):
+            self.clock.call_later(HPA_SYNC_SECONDS, self._autoscale, PRIORITY_AUTOSCALE)
+
+    def _resize(self, pool: Pool, desired: int) -> None:
+        """Scale a pool to `desired` nodes. Scale-in is drain-aware: nodes still provisioning go
+        first, then idle nodes; a busy node is cordoned and leaves when its last job ends (as
+        VK pods with a low pod-deletion-cost and a draining preStop hook would), so scale-in
+        never kills running work."""
+        now = self.clock.now()
+        while pool.size < desired and pool.draining:
+            node = pool.draining.pop()
+            self.core.set_schedulable(node, True)
+        while pool.size < desired:
+            pool.provisioning += 1
+            self.meter[f"billed_nodes/{pool.name}"].add(1, now)
+            self.clock.call_later(pool.spec.provisioning_delay_seconds, partial(self._provisioned, pool))
+        if pool.size > desired:
+            surplus = pool.size - desired
+            cancel = min(surplus, pool.provisioning)
+            pool.provisioning -= cancel
+            self.meter[f"billed_nodes/{pool.name}"].add(-cancel, now)
+            surplus -= cancel
+            active = [n for n in reversed(pool.nodes) if n not in pool.draining]
+            active.sort(key=lambda n: len(self.node_pods.get(n, ())))
+            for node in active[:surplus]:
+                if self.node_pods.get(node):
+                    pool.draining.append(node)
+                    self.core.set_schedulable(node, False)
+                else:
+                    self._remove_node(pool, node)
+        self.meter[f"nodes/{pool.name}"].set(len(pool.nodes), now)
+
+    def _provisioned(self, pool: Pool) -> None:
+        if pool.provisioning <= 0:
+            return  # cancelled by a scale-down while provisioning
+        pool.provisioning -= 1
+        self._node_ready(pool)
+        self.meter[f"nodes/{pool.name}"].set(len(pool.nodes), self.clock.now())
+        self._want_cycle()
+
+    def _node_ready(self, pool: Pool) -> None:
+        node = pool.new_node()
+        pool.nodes.append(node.name)
+        self.node_pool[node.name] = pool
+        self.core.add_nodes([node])
+        if pool.is_cloud and pool.spec.count and self.clock.now() == 0.0:
+            self.meter[f"billed_nodes/{pool.name}"].add(1, 0.0)
+
+    def _remove_node(self, pool: Pool, node: str) -> None:
+        for group_key in sorted(self.node_pods.pop(node, set())):
+            run = self.running.get(group_key)
+            if run is not None:
+                self._restart(run, f"node {node} removed")
+        pool.nodes.remove(node)
+        if node in pool.draining:
+            pool.draining.remove(node)
+        self.core.remove_nodes([node])
+        self.meter[f"billed_nodes/{pool.name}"].add(-1, self.clock.now())
+
+    @property
+    def idc_gpus(self) -> int:
+        return sum(len(p.nodes) * p.gpus_per_node for p in self.pools.values() if not p.is_cloud)

@@ -1,0 +1,103 @@
+"""Node pools as Kubernetes nodes: IDC servers, and cloud virtual nodes (Virtual-Kubelet style).
+
+A cloud node carries what tidegate's placement relies on: label `volcano.sh/node-type: cloud-spot`
+(or `cloud-ondemand`), the region and GPU product labels, the annotation `latency.ms.local-idc`, and
+the taint `cloud.provider=<provider>:NoSchedule`. IDC nodes are labelled `volcano.sh/node-type: idc`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from tidegate.model.objects import (
+    GPU_PRODUCT_LABEL,
+    LATENCY_ANNOTATION,
+    NODE_TYPE_LABEL,
+    REGION_LABEL,
+    Node,
+    Taint,
+    TaintEffect,
+    Toleration,
+)
+from tidegate.model.resources import CPU, GPU_MEMORY, GPU_NUMBER, MEMORY, NVIDIA_GPU, PODS, Resources
+from tidegate.sim.spec import ClusterSpec, NodePoolSpec
+
+IDC = "idc"
+POOL_LABEL = "tidegate.io/pool"
+CLUSTER_LABEL = "tidegate.io/cluster"
+CLOUD_TAINT_KEY = "cloud.provider"
+#: Pods tolerating every cloud provider's taint (what burstable jobs carry).
+CLOUD_TOLERATION = Toleration(key=CLOUD_TAINT_KEY, operator="Exists", effect=TaintEffect.NO_SCHEDULE)
+
+
+def node_type(cluster: ClusterSpec, pool: NodePoolSpec) -> str:
+    if cluster.type == IDC:
+        return IDC
+    return "cloud-spot" if pool.pricing.model == "spot" else "cloud-ondemand"
+
+
+@dataclass(slots=True)
+class Pool:
+    """A node pool during a run: its spec, cluster, and the nodes it has."""
+
+    name: str
+    spec: NodePoolSpec
+    cluster_name: str
+    cluster: ClusterSpec
+    nodes: list[str] = field(default_factory=list)
+    #: Cordoned nodes waiting for their last job before they leave (drain-aware scale-in).
+    draining: list[str] = field(default_factory=list)
+    provisioning: int = 0
+    created: int = 0
+
+    @property
+    def is_cloud(self) -> bool:
+        return self.cluster.type != IDC
+
+    @property
+    def target_name(self) -> str:
+        """The Deployment name an HPA's scaleTargetRef uses for this pool ("" if none)."""
+        return self.spec.scale_target_ref.name if self.spec.scale_target_ref else ""
+
+    @property
+    def gpus_per_node(self) -> int:
+        return self.spec.gpu.count
+
+    @property
+    def size(self) -> int:
+        """Nodes present and not draining, plus nodes being provisioned: the autoscaler's replicas."""
+        return len(self.nodes) - len(self.draining) + self.provisioning
+
+    def new_node(self) -> Node:
+        """The next node of this pool, named <pool>-<n>."""
+        name = f"{self.name}-{self.created}"
+        self.created += 1
+        spec, cluster = self.spec, self.cluster
+        gpus = spec.gpu.count
+        labels = {
+            NODE_TYPE_LABEL: node_type(cluster, spec),
+            REGION_LABEL: cluster.region,
+            GPU_PRODUCT_LABEL: spec.gpu.product,
+            POOL_LABEL: self.name,
+            CLUSTER_LABEL: self.cluster_name,
+            "kubernetes.io/hostname": name,
+            **spec.labels,
+        }
+        annotations: dict[str, str] = {}
+        taints: tuple[Taint, ...] = ()
+        if self.is_cloud:
+            annotations[LATENCY_ANNOTATION] = f"{cluster.latency_ms:g}"
+            taints = (Taint(CLOUD_TAINT_KEY, cluster.provider or self.cluster_name, TaintEffect.NO_SCHEDULE),)
+        resources: dict[str, object] = {CPU: spec.cpu, MEMORY: spec.memory, PODS: "110"}
+        if gpus:
+            resources |= {NVIDIA_GPU: gpus, GPU_NUMBER: gpus, GPU_MEMORY: gpus * spec.gpu.memory_mib}
+        allocatable = Resources.parse(resources, f"NodePool {self.name} spec")
+        return Node(
+            name=name,
+            allocatable=allocatable,
+            capacity=allocatable,
+            labels=labels,
+            annotations=annotations,
+            taints=taints,
+            gpu_memory_mib=(spec.gpu.memory_mib,) * gpus if spec.gpu.memory_mib else (),
+        )

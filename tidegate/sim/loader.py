@@ -1,0 +1,124 @@
+"""Read a simulation folder: Volcano queues and scheduler configuration, HPAs, and the
+tidegate.io simulation kinds, cross-checked so every reference resolves."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from tidegate.autoscale.hpa import HPASpec
+from tidegate.autoscale.hpa_manifest import parse_hpa
+from tidegate.model.errors import ManifestError, ManifestErrors, Source
+from tidegate.model.manifests import load_manifests
+from tidegate.model.objects import Queue, SchedulerConfiguration
+from tidegate.model.validation import validate
+from tidegate.sim.spec import (
+    API_VERSION,
+    SIM_KINDS,
+    ClusterSpec,
+    NodePoolSpec,
+    ScenarioSpec,
+    SimulationSpec,
+    WorkloadSpec,
+    parse_spec,
+)
+
+
+@dataclass(slots=True)
+class SimulationInput:
+    """Everything a simulation folder declares, by name."""
+
+    queues: list[Queue]
+    config: SchedulerConfiguration
+    clusters: dict[str, ClusterSpec] = field(default_factory=dict)
+    pools: dict[str, NodePoolSpec] = field(default_factory=dict)
+    workloads: dict[str, WorkloadSpec] = field(default_factory=dict)
+    scenarios: dict[str, ScenarioSpec] = field(default_factory=dict)
+    simulations: dict[str, SimulationSpec] = field(default_factory=dict)
+    hpas: list[HPASpec] = field(default_factory=list)
+    sources: dict[tuple[str, str], Source] = field(default_factory=dict)
+    warnings: list[ManifestError] = field(default_factory=list)
+
+
+def load_simulation(paths: list[str]) -> SimulationInput:
+    """Load and check a simulation's manifests; raise ManifestErrors listing every problem."""
+    ms = load_manifests(paths)
+    errors = [*ms.errors, *validate(ms)]
+    sim = SimulationInput(
+        queues=ms.queues,
+        config=ms.configurations[0] if ms.configurations else SchedulerConfiguration(),
+        warnings=list(ms.warnings),
+    )
+    tables: dict[str, dict[str, object]] = {
+        "Cluster": sim.clusters,  # type: ignore[dict-item]
+        "NodePool": sim.pools,  # type: ignore[dict-item]
+        "Workload": sim.workloads,  # type: ignore[dict-item]
+        "Scenario": sim.scenarios,  # type: ignore[dict-item]
+        "Simulation": sim.simulations,  # type: ignore[dict-item]
+    }
+    for source, doc in ms.other_documents:
+        kind, api_version = doc.get("kind", ""), doc.get("apiVersion", "")
+        if kind == "HorizontalPodAutoscaler":
+            try:
+                hpa = parse_hpa(doc, source)
+            except ManifestErrors as exc:
+                errors.extend(exc.errors)
+                continue
+            sim.hpas.append(hpa)
+            sim.sources[(kind, hpa.name)] = source
+        elif api_version == API_VERSION and kind in SIM_KINDS:
+            parsed = parse_spec(kind, doc, source)
+            if isinstance(parsed, list):
+                errors.extend(parsed)
+                continue
+            name, spec = parsed
+            if name in tables[kind]:
+                errors.append(ManifestError(source, kind, name, "metadata.name", f"duplicate {kind} name"))
+            tables[kind][name] = spec
+            sim.sources[(kind, name)] = source
+    errors.extend(_references(sim))
+    if errors:
+        raise ManifestErrors(errors)
+    return sim
+
+
+def _references(sim: SimulationInput) -> list[ManifestError]:
+    """Every name a spec points at must exist."""
+    out: list[ManifestError] = []
+    queues = {q.name for q in sim.queues}
+
+    def missing(kind: str, name: str, field_: str, message: str) -> None:
+        out.append(ManifestError(sim.sources[(kind, name)], kind, name, field_, message))
+
+    for name, pool in sim.pools.items():
+        if pool.cluster not in sim.clusters:
+            missing("NodePool", name, "spec.cluster", f"cluster {pool.cluster!r} is not defined")
+        if pool.max_count is not None and pool.max_count < max(pool.min_count, pool.count):
+            missing("NodePool", name, "spec.maxCount", "is below minCount or count")
+    for name, workload in sim.workloads.items():
+        for i, mix in enumerate(workload.queues):
+            if mix.name not in queues:
+                missing("Workload", name, f"spec.queues[{i}].name", f"queue {mix.name!r} is not defined")
+        for vc, queue in workload.queue_by_vc.items():
+            if queue not in queues:
+                missing("Workload", name, f"spec.queueByVc.{vc}", f"queue {queue!r} is not defined")
+        if workload.source != "synthetic" and not workload.path:
+            missing("Workload", name, "spec.path", f"a {workload.source} workload needs the trace's path")
+    for name, scenario in sim.scenarios.items():
+        if scenario.burst.enabled and scenario.burst.queue not in queues:
+            missing("Scenario", name, "spec.burst.queue", f"queue {scenario.burst.queue!r} is not defined")
+    for name, simulation in sim.simulations.items():
+        if simulation.workload not in sim.workloads:
+            missing("Simulation", name, "spec.workload", f"workload {simulation.workload!r} is not defined")
+        for i, scenario_name in enumerate(simulation.scenarios):
+            if scenario_name not in sim.scenarios:
+                missing("Simulation", name, f"spec.scenarios[{i}]", f"scenario {scenario_name!r} is not defined")
+    for hpa in sim.hpas:
+        targets = [p for p in sim.pools.values() if p.scale_target_ref and p.scale_target_ref.name == hpa.target_name]
+        if not targets:
+            missing(
+                "HorizontalPodAutoscaler",
+                hpa.name,
+                "spec.scaleTargetRef.name",
+                f"no NodePool has scaleTargetRef {hpa.target_kind}/{hpa.target_name}",
+            )
+    return out

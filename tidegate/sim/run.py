@@ -1,0 +1,136 @@
+"""Run a simulation folder: every scenario on the same workload, summarised side by side."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from tidegate.sim.core import Core, SnapshotCore
+from tidegate.sim.engine import Simulation, static_quotas
+from tidegate.sim.fleet import Pool
+from tidegate.sim.loader import SimulationInput
+from tidegate.sim.spec import SimulationSpec
+from tidegate.sim.workload import SimJob, sim_jobs, trace_jobs
+
+MONTH_S = 30 * 86400.0
+
+
+@dataclass(slots=True)
+class RunResult:
+    """A finished scenario: the engine (for series and events) and its summary figures."""
+
+    name: str
+    simulation: Simulation
+    summary: dict[str, Any] = field(default_factory=dict)
+
+
+def percentile(values: list[float], q: float) -> float:
+    return float(np.percentile(values, q)) if values else 0.0
+
+
+def _waits(waits: list[float]) -> dict[str, Any]:
+    return {
+        "wait_p50_s": round(percentile(waits, 50), 1),
+        "wait_p95_s": round(percentile(waits, 95), 1),
+        "jobs": len(waits),
+    }
+
+
+def summarise(name: str, sim: Simulation) -> dict[str, Any]:
+    """The figures summary.json reports for one run."""
+    end = max(sim.end, 1e-9)
+    meter = sim.meter
+    idc_gpus = sim.idc_gpus
+    waits: dict[str, list[float]] = {}
+    all_waits: list[float] = []
+    for job in sim.jobs:
+        if job.started is None:
+            continue
+        wait = job.started - job.submitted
+        all_waits.append(wait)
+        waits.setdefault(job.home_queue, []).append(wait)
+    cloud_gpu_hours = cloud_cost = reserved = 0.0
+    peak_nodes = 0
+    for pool in sim.pools.values():
+        if not pool.is_cloud:
+            continue
+        billed = meter[f"billed_nodes/{pool.name}"]
+        node_seconds = billed.integral(end)
+        cloud_gpu_hours += node_seconds * pool.gpus_per_node / 3600
+        cloud_cost += node_seconds * pool.spec.pricing.per_hour / 3600
+        reserved += billed.peak * pool.spec.pricing.reserved_monthly * end / MONTH_S
+        peak_nodes += int(billed.peak)
+    return {
+        "name": name,
+        "local_gpu_utilization": round(meter["local_gpus"].integral(end) / (idc_gpus * end), 4) if idc_gpus else 0.0,
+        "cloud_gpu_hours": round(cloud_gpu_hours, 1),
+        "cloud_cost": round(cloud_cost, 2),
+        "reserved_peak_cost": round(reserved, 2),
+        "cloud_peak_nodes": peak_nodes,
+        "wait_p50_s": round(percentile(all_waits, 50), 1),
+        "wait_p95_s": round(percentile(all_waits, 95), 1),
+        "jobs_submitted": len(sim.jobs),
+        "jobs_completed": sum(1 for j in sim.jobs if j.finished is not None),
+        "jobs_failed": sum(1 for j in sim.jobs if j.failed_reason),
+        "jobs_unfinished": sum(1 for j in sim.jobs if j.finished is None and not j.failed_reason),
+        "jobs_overflowed": sum(1 for j in sim.jobs if j.queue != j.home_queue),
+        "restarts": sum(j.restarts for j in sim.jobs),
+        "lost_gpu_hours": round(meter["lost_gpu_seconds"].value / 3600, 1),
+        "simulated_days": round(end / 86400, 2),
+        "queues": {
+            queue: {
+                "wait_p50_s": round(percentile(w, 50), 1),
+                "wait_p95_s": round(percentile(w, 95), 1),
+                "jobs": len(w),
+            }
+            for queue, w in sorted(waits.items())
+        },
+    }
+
+
+def run_simulation(
+    inp: SimulationInput,
+    name: str | None = None,
+    core_factory: Callable[[SimulationInput, list[Any]], Core] | None = None,
+    on_progress: Callable[[str, float, float], None] | None = None,
+) -> list[RunResult]:
+    """Every scenario of the named (or only) Simulation, each on a fresh copy of the same workload."""
+    if not inp.simulations:
+        raise ValueError("no Simulation manifest found (kind: Simulation, apiVersion: tidegate.io/v1alpha1)")
+    if name is None:
+        if len(inp.simulations) > 1:
+            raise ValueError(f"several simulations ({', '.join(inp.simulations)}); choose one with --name")
+        name = next(iter(inp.simulations))
+    spec: SimulationSpec = inp.simulations[name]
+    workload = inp.workloads[spec.workload]
+    records = trace_jobs(workload)
+    horizon = max((r.submit_s for r in records), default=0.0)
+    results = []
+    for scenario_name in spec.scenarios:
+        scenario = inp.scenarios[scenario_name]
+        queues = static_quotas(inp.queues) if scenario.quotas == "static" else list(inp.queues)
+        pools = [
+            Pool(pool_name, pool, pool.cluster, inp.clusters[pool.cluster]) for pool_name, pool in inp.pools.items()
+        ]
+        jobs: list[SimJob] = sim_jobs(workload, records)
+        core = core_factory(inp, queues) if core_factory else SnapshotCore(queues, inp.config)
+        progress = (lambda t, s=scenario_name: on_progress(s, t, horizon)) if on_progress else None
+        sim = Simulation(
+            scenario_name,
+            core,
+            queues,
+            pools,
+            copy.deepcopy(inp.hpas),
+            jobs,
+            scenario,
+            spec,
+            workload.tolerate_cloud,
+            progress,
+        )
+        sim.run()
+        results.append(RunResult(scenario_name, sim, summarise(scenario_name, sim)))
+    return results

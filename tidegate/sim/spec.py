@@ -1,0 +1,170 @@
+"""The simulation's own manifest kinds (apiVersion tidegate.io/v1alpha1): Cluster, NodePool,
+Workload, Scenario and Simulation. Kubernetes and Volcano kinds (Queue, SchedulerConfiguration,
+HorizontalPodAutoscaler) are read by their own loaders.
+
+Validated with pydantic; every error is reported with file, document, kind/name and field.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from tidegate.model.errors import ManifestError, Source
+from tidegate.model.quantity import parse_quantity
+
+API_VERSION = "tidegate.io/v1alpha1"
+SIM_KINDS = ("Cluster", "NodePool", "Workload", "Scenario", "Simulation")
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part.title() for part in rest)
+
+
+class Spec(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True, alias_generator=_camel)
+
+
+class ClusterSpec(Spec):
+    """An IDC or a cloud region; cloud nodes are Virtual-Kubelet-style virtual nodes."""
+
+    type: Literal["idc", "cloud"]
+    region: str = ""
+    provider: str = ""
+    #: Round-trip latency to the IDC in ms; written on cloud nodes as annotation latency.ms.local-idc.
+    latency_ms: float = 0.0
+
+
+class GpuSpec(Spec):
+    product: str
+    count: Annotated[int, Field(ge=0)]
+    memory_mib: Annotated[int, Field(ge=0, alias="memoryMiB")] = 0
+
+
+class PricingSpec(Spec):
+    """Prices in currency units per node-hour; `reserved_monthly` is what a reserved node costs a month."""
+
+    model: Literal["on-demand", "spot", "owned"] = "on-demand"
+    per_hour: Annotated[float, Field(ge=0)] = 0.0
+    on_demand_per_hour: Annotated[float, Field(ge=0)] = 0.0
+    reserved_monthly: Annotated[float, Field(ge=0)] = 0.0
+
+
+class ScaleTargetRef(Spec):
+    api_version: str = "apps/v1"
+    kind: str = "Deployment"
+    name: str
+
+
+class NodePoolSpec(Spec):
+    cluster: str
+    #: Nodes present at the start (an IDC pool's fixed size).
+    count: Annotated[int, Field(ge=0)] = 0
+    min_count: Annotated[int, Field(ge=0)] = 0
+    max_count: Annotated[int | None, Field(ge=0)] = None
+    provisioning_delay_seconds: Annotated[float, Field(ge=0)] = 0.0
+    gpu: GpuSpec
+    cpu: str = "96"
+    memory: str = "768Gi"
+    labels: dict[str, str] = Field(default_factory=dict)
+    pricing: PricingSpec = Field(default_factory=PricingSpec)
+    #: The Deployment an HPA scales to size this pool; one replica is one node.
+    scale_target_ref: ScaleTargetRef | None = None
+
+    @field_validator("cpu", "memory")
+    @classmethod
+    def _quantity(cls, value: str) -> str:
+        parse_quantity(value, "quantity")
+        return value
+
+
+class QueueMix(Spec):
+    """Which share of the workload goes to a queue, and how its daily tide is shifted."""
+
+    name: str
+    share: Annotated[float, Field(gt=0)]
+    users: Annotated[int, Field(ge=1)] = 10
+    tide_shift_hours: float = 0.0
+    #: Fraction of this queue's jobs that are sensitive: pinned to the IDC by nodeSelector.
+    pinned_fraction: Annotated[float, Field(ge=0, le=1)] = 0.0
+
+
+class SyntheticSpec(Spec):
+    days: Annotated[float, Field(gt=0)] = 30.0
+    jobs_per_day: Annotated[float, Field(gt=0)] = 1000.0
+    seed: int = 0
+    start_weekday: Annotated[int, Field(ge=0, le=6)] = 0
+    #: Helios sequence CSVs to fit the daily/weekly tide from; empty means a flat rate.
+    tide_from: list[str] = Field(default_factory=list)
+    gpu_counts: dict[int, float] | None = None
+    duration_median_seconds: Annotated[float | None, Field(gt=0)] = None
+    duration_sigma: Annotated[float | None, Field(gt=0)] = None
+    duration_max_seconds: Annotated[float | None, Field(gt=0)] = None
+
+
+class WorkloadSpec(Spec):
+    source: Literal["synthetic", "openb", "tiresias", "helios"]
+    path: str = ""
+    synthetic: SyntheticSpec = Field(default_factory=SyntheticSpec)
+    queues: list[QueueMix] = Field(default_factory=list)
+    #: For traces with a user or VC column: which queue each one lands in.
+    queue_by_vc: dict[str, str] = Field(default_factory=dict)
+    default_queue: str = "default"
+    #: Pods tolerate the cloud taint and prefer IDC nodes (placement prefers local, tolerates cloud).
+    tolerate_cloud: bool = True
+    #: Keep at most this many jobs (0 = all); for quick runs.
+    limit: Annotated[int, Field(ge=0)] = 0
+
+
+class BurstSpec(Spec):
+    enabled: bool = False
+    queue: str = "burst-cloud"
+    #: A job overflows after waiting this long, or as soon as its queue is at capability.
+    after_seconds: Annotated[float, Field(ge=0)] = 600.0
+
+
+class ScenarioSpec(Spec):
+    description: str = ""
+    #: static: capability = deserved, nothing lent; elastic: borrow up to capability, reclaim.
+    quotas: Literal["static", "elastic"] = "elastic"
+    burst: BurstSpec = Field(default_factory=BurstSpec)
+
+
+class SimulationSpec(Spec):
+    workload: str
+    scenarios: list[str]
+    scheduling_period_seconds: Annotated[float, Field(gt=0)] = 1.0
+    #: Simulated time to stop at (seconds); 0 = when the workload ends and every job has finished.
+    until_seconds: Annotated[float, Field(ge=0)] = 0.0
+
+
+SPEC_TYPES: dict[str, type[Spec]] = {
+    "Cluster": ClusterSpec,
+    "NodePool": NodePoolSpec,
+    "Workload": WorkloadSpec,
+    "Scenario": ScenarioSpec,
+    "Simulation": SimulationSpec,
+}
+
+
+def parse_spec(kind: str, doc: dict[str, Any], source: Source) -> tuple[str, Spec] | list[ManifestError]:
+    """(name, spec) of a simulation document, or the errors naming each bad field."""
+    metadata = doc.get("metadata") or {}
+    name = str(metadata.get("name", "")) if isinstance(metadata, dict) else ""
+    if not name:
+        return [ManifestError(source, kind, "", "metadata.name", "is required")]
+    try:
+        return name, SPEC_TYPES[kind].model_validate(doc.get("spec") or {})
+    except ValidationError as exc:
+        return [
+            ManifestError(
+                source,
+                kind,
+                name,
+                "spec." + ".".join(str(part) for part in error["loc"]),
+                error["msg"],
+            )
+            for error in exc.errors()
+        ]

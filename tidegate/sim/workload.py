@@ -1,0 +1,179 @@
+"""A Workload manifest becomes jobs to replay: trace records, then vcjob-like PodGroups and pods.
+
+Each job is a gang of identical pods (minMember = pods) in a queue. Unless pinned, its pods
+tolerate the cloud taint and prefer IDC nodes (PodGroup-level preferred affinity: placement prefers
+local and tolerates cloud). A sensitive job is pinned to the IDC by nodeSelector and never bursts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from tidegate.model.objects import (
+    NODE_TYPE_LABEL,
+    NodeAffinity,
+    NodeSelectorRequirement,
+    NodeSelectorTerm,
+    Pod,
+    PodGroup,
+    PreferredSchedulingTerm,
+)
+from tidegate.model.resources import CPU, GPU_MILLI, MEMORY, NVIDIA_GPU, Resources
+from tidegate.sim.fleet import CLOUD_TOLERATION, IDC
+from tidegate.sim.spec import WorkloadSpec
+from tidegate.traces.helios import read_helios_jobs
+from tidegate.traces.openb import openb_pods_to_jobs, read_openb_pods
+from tidegate.traces.records import TraceJob
+from tidegate.traces.synthetic import (
+    QueueShare,
+    SyntheticWorkload,
+    TideProfile,
+    generate,
+    tide_from_helios,
+)
+from tidegate.traces.tiresias import read_tiresias
+
+#: Pods prefer IDC nodes with this weight (kube-scheduler's preferred affinity weights are 1..100).
+PREFER_IDC = NodeAffinity(
+    preferred=(
+        PreferredSchedulingTerm(100, NodeSelectorTerm((NodeSelectorRequirement(NODE_TYPE_LABEL, "In", (IDC,)),))),
+    )
+)
+PIN_TO_IDC = {NODE_TYPE_LABEL: IDC}
+
+
+@dataclass(slots=True)
+class SimJob:
+    """A job being replayed and what happened to it."""
+
+    record: TraceJob
+    queue: str
+    pinned: bool
+    submitted: float
+    started: float | None = None
+    finished: float | None = None
+    failed_reason: str = ""
+    restarts: int = 0
+    #: Queue the job was first submitted to (it may overflow to the burst queue).
+    home_queue: str = ""
+
+    @property
+    def name(self) -> str:
+        return self.record.job_id
+
+    @property
+    def gpus(self) -> float:
+        """GPUs the whole gang holds (fractions for shared slices)."""
+        return self.record.pods * self.record.gpus_per_pod * self.record.gpu_milli / 1000
+
+
+def _shifted(tide: TideProfile, hours: float) -> TideProfile:
+    shift = round(hours) % 24
+    hourly = tide.hourly[-shift:] + tide.hourly[:-shift] if shift else tide.hourly
+    return TideProfile(hourly=hourly, weekday=tide.weekday)
+
+
+def trace_jobs(spec: WorkloadSpec) -> list[TraceJob]:
+    """The workload's job records, sorted by submit time (queues still as the source names them)."""
+    if spec.source == "openb":
+        jobs = openb_pods_to_jobs(read_openb_pods(spec.path))
+    elif spec.source == "tiresias":
+        jobs = read_tiresias(spec.path)
+    elif spec.source == "helios":
+        jobs = read_helios_jobs(spec.path)
+    else:
+        jobs = _synthetic(spec)
+    jobs.sort(key=lambda j: (j.submit_s, j.job_id))
+    return jobs[: spec.limit] if spec.limit else jobs
+
+
+def _synthetic(spec: WorkloadSpec) -> list[TraceJob]:
+    syn = spec.synthetic
+    tide = tide_from_helios(syn.tide_from) if syn.tide_from else TideProfile.flat()
+    mixes = spec.queues or []
+    total_share = sum(m.share for m in mixes) or 1.0
+    overrides: dict[str, object] = {}
+    if syn.gpu_counts:
+        overrides["gpu_counts"] = tuple(sorted(syn.gpu_counts.items()))
+    if syn.duration_median_seconds:
+        overrides["duration_median_s"] = syn.duration_median_seconds
+    if syn.duration_sigma:
+        overrides["duration_sigma"] = syn.duration_sigma
+    if syn.duration_max_seconds:
+        overrides["duration_max_s"] = syn.duration_max_seconds
+    if not mixes:
+        config = SyntheticWorkload(
+            days=syn.days,
+            jobs_per_day=syn.jobs_per_day,
+            seed=syn.seed,
+            start_weekday=syn.start_weekday,
+            **overrides,  # type: ignore[arg-type]
+        )
+        return generate(config, tide)
+    jobs: list[TraceJob] = []
+    for i, mix in enumerate(mixes):
+        config = SyntheticWorkload(
+            days=syn.days,
+            jobs_per_day=syn.jobs_per_day * mix.share / total_share,
+            seed=syn.seed * 1000 + i,
+            start_weekday=syn.start_weekday,
+            queues=(QueueShare(mix.name, 1.0, tuple(f"{mix.name}-user-{u:02d}" for u in range(mix.users))),),
+            job_prefix=mix.name,
+            **overrides,  # type: ignore[arg-type]
+        )
+        jobs.extend(generate(config, _shifted(tide, mix.tide_shift_hours)))
+    return jobs
+
+
+def sim_jobs(spec: WorkloadSpec, records: list[TraceJob]) -> list[SimJob]:
+    """Records placed in queues, with the sensitive share pinned to the IDC (seeded, deterministic)."""
+    rng = np.random.default_rng(spec.synthetic.seed + 7)
+    pinned_by_queue = {m.name: m.pinned_fraction for m in spec.queues}
+    out = []
+    for record in records:
+        queue = spec.queue_by_vc.get(record.queue) or (record.queue if record.queue in pinned_by_queue else "")
+        queue = queue or spec.default_queue
+        pinned = bool(rng.random() < pinned_by_queue.get(queue, 0.0))
+        out.append(SimJob(record, queue, pinned, record.submit_s, home_queue=queue))
+    return out
+
+
+def pod_requests(record: TraceJob) -> Resources:
+    values = {CPU: record.cpu_milli, MEMORY: record.memory_mib * 2**20}
+    if record.gpu_milli >= 1000:
+        values[NVIDIA_GPU] = record.gpus_per_pod * 1000
+    elif record.gpu_milli > 0:
+        values[GPU_MILLI] = record.gpu_milli * 1000
+    return Resources(values)
+
+
+def to_group(job: SimJob, tolerate_cloud: bool, attempt: int = 0) -> tuple[PodGroup, list[Pod]]:
+    """The job's PodGroup and pods, as Volcano's job controller would create them."""
+    record = job.record
+    name = f"{record.job_id}-r{attempt}" if attempt else record.job_id
+    requests = pod_requests(record)
+    group = PodGroup(
+        name=name,
+        queue=job.queue,
+        min_member=record.pods,
+        min_resources=requests.scaled(record.pods),
+        created=job.submitted,
+    )
+    selector = PIN_TO_IDC if job.pinned else {}
+    tolerations = (CLOUD_TOLERATION,) if tolerate_cloud and not job.pinned else ()
+    pods = [
+        Pod(
+            name=f"{name}-{i}",
+            requests=requests,
+            node_selector=selector,
+            affinity=PREFER_IDC,
+            tolerations=tolerations,
+            group=name,
+            task="worker",
+            created=job.submitted,
+        )
+        for i in range(record.pods)
+    ]
+    return group, pods
