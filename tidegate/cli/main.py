@@ -11,6 +11,7 @@ from rich.console import Console
 
 from tidegate.cli.manifest_snapshot import prepare
 from tidegate.cli.output import render
+from tidegate.cli.simulate import simulate
 from tidegate.model.manifests import load_manifests
 from tidegate.scheduler.scheduler import schedule as run_schedule
 
@@ -77,6 +78,9 @@ def schedule(
         raise typer.Exit(1)
     decisions = run_schedule(prepared.snapshot, prepared.config)
     render(decisions, output.value, _stdout())
+
+
+app.command()(simulate)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -199,7 +199,8 @@ class Simulation:
             self.node_pods.setdefault(node, set()).add(group_key)
         self.meter["local_gpus"].add(local, now)
         self.meter["cloud_gpus"].add(cloud, now)
-        self.meter[f"queue_gpus/{job.queue}"].add(job.gpus, now)
+        for node in nodes:
+            self.meter[f"pool_gpus/{self.node_pool[node].name}"].add(per_pod, now)
 
     def _release(self, run: Running) -> None:
         now = self.clock.now()
@@ -215,7 +216,9 @@ class Simulation:
             self.pod_group.pop(key, None)
         self.meter["local_gpus"].add(-run.local_gpus, now)
         self.meter["cloud_gpus"].add(-run.cloud_gpus, now)
-        self.meter[f"queue_gpus/{run.job.queue}"].add(-run.job.gpus, now)
+        per_pod = run.job.gpus / max(len(run.nodes), 1)
+        for node in run.nodes:
+            self.meter[f"pool_gpus/{self.node_pool[node].name}"].add(-per_pod, now)
         self._want_cycle()
 
     def _finish(self, run: Running) -> None:

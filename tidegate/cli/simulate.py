@@ -1,0 +1,59 @@
+"""`tidegate simulate`: replay a workload over a model of the IDC and clouds, every scenario."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+from tidegate.model.errors import ManifestErrors
+from tidegate.sim.loader import load_simulation
+from tidegate.sim.report import summary_table, write_html, write_summary
+from tidegate.sim.run import run_simulation
+
+
+def simulate(
+    paths: Annotated[list[str], typer.Argument(help="Simulation folder(s) or files: queues, pools, HPA, workload.")],
+    out: Annotated[Path, typer.Option("--out", help="Folder for summary.json and report.html.")] = Path("out"),
+    name: Annotated[str | None, typer.Option("--name", help="Which Simulation manifest to run.")] = None,
+) -> None:
+    """Simulate every scenario on the same workload; print them side by side and write a report."""
+    console, err = Console(), Console(stderr=True)
+    try:
+        inp = load_simulation(paths)
+    except ManifestErrors as exc:
+        for error in exc.errors:
+            err.print(f"[red]error[/]: {error}", highlight=False)
+        raise typer.Exit(1) from exc
+    for warning in inp.warnings:
+        err.print(f"[yellow]warning[/]: {warning}", highlight=False)
+    out.mkdir(parents=True, exist_ok=True)
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TextColumn("{task.percentage:>3.0f}%"),
+        TimeElapsedColumn(),
+        console=err,
+        transient=False,
+    ) as progress:
+        tasks: dict[str, int] = {}
+
+        def advance(scenario: str, now: float, horizon: float) -> None:
+            if scenario not in tasks:
+                tasks[scenario] = progress.add_task(f"scenario {scenario}", total=max(horizon, 1.0))
+            progress.update(tasks[scenario], completed=min(now, horizon))
+
+        try:
+            results = run_simulation(inp, name, on_progress=advance)
+        except ValueError as exc:
+            err.print(f"[red]error[/]: {exc}", highlight=False)
+            raise typer.Exit(1) from exc
+        for task in tasks.values():
+            progress.update(task, completed=progress.tasks[task].total)
+    console.print(summary_table(results))
+    summary = write_summary(results, out)
+    report = write_html(results, out, f"tidegate simulate {' '.join(paths)}")
+    console.print(f"wrote {summary} and {report}", highlight=False)
