@@ -520,6 +520,23 @@ def test_preempt_never_crosses_queues_nor_takes_equal_priority() -> None:
     assert pending_reason(decisions, "default/high")
 
 
+def test_best_effort_pod_does_not_preempt_a_pod_with_requests() -> None:
+    # Volcano: "BestEffort pod is not supported to preempt unBestEffort pod". The best-effort pod needs no
+    # room at all; it must be bound by backfill, not pipelined behind a lower-priority pod of its queue
+    # (which would repeat every cycle, so it would never start).
+    cluster = Cluster(
+        nodes=[node("n0", cpu=4)],
+        queues=[queue("q")],
+        jobs=[
+            job("low", "q", 1, {"cpu": 1}, running_on=["n0"], phase=RUNNING),
+            job("be", "q", 1, {}, priority=100),
+        ],
+    )
+    decisions = cluster.schedule(PREEMPT)
+    assert not decisions.evictions and not decisions.pipelined
+    assert bound(decisions) == {"default/be-0": "n0"}
+
+
 # -- taints and tolerations ---------------------------------------------------------------------------------
 def test_taint_blocks_pods_without_the_toleration() -> None:
     cluster = Cluster(

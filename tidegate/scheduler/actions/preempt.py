@@ -5,12 +5,16 @@ from __future__ import annotations
 from functools import partial
 
 from tidegate.scheduler.actions.eviction import evict_for, running_by_node, starving_jobs
-from tidegate.scheduler.info import JobInfo, TaskInfo
+from tidegate.scheduler.info import TaskInfo
 from tidegate.scheduler.session import Session
 
 
-def _same_queue_other_job(job: JobInfo, victim: TaskInfo) -> bool:
-    return victim.job.queue is job.queue and victim.job is not job
+def _may_preempt(preemptor: TaskInfo, victim: TaskInfo) -> bool:
+    """Pods of other jobs in the same queue; a best-effort pod (no requests) only preempts best-effort pods,
+    as in Volcano (it needs no room, and backfill places it)."""
+    if victim.job.queue is not preemptor.job.queue or victim.job is preemptor.job:
+        return False
+    return bool(preemptor.pod.requests) or not victim.pod.requests
 
 
 class Preempt:
@@ -29,7 +33,7 @@ class Preempt:
                         stmt,
                         task,
                         by_node,
-                        eligible=partial(_same_queue_other_job, job),
+                        eligible=partial(_may_preempt, task),
                         filters=ssn.ext.preemptable,
                         reason=f"preempted by {job.key} (higher priority in queue {queue.name})",
                     )
