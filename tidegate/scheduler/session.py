@@ -7,7 +7,7 @@ the per-shape placement caches. It never reads a clock or does I/O.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -176,7 +176,6 @@ class Session:
         return infos
 
     def _build_jobs(self, groups: list[PodGroup], pods: list[Pod]) -> None:
-        width = len(self.index)
         pods_by_group: dict[tuple[str, str], list[Pod]] = {}
         for pod in pods:
             pods_by_group.setdefault((pod.namespace, pod.group), []).append(pod)
@@ -185,41 +184,75 @@ class Session:
             if queue is None:
                 self.warnings.append(f"podgroup {group.key}: queue {group.queue} does not exist; skipped")
                 continue
-            job = JobInfo(
-                group=group,
-                queue=queue,
-                min_resources=self.vector(group.min_resources),
-                priority=group.priority,
-                allocated=np.zeros(width, np.int64),
-                counts=dict.fromkeys(TaskStatus, 0),
-                phase=group.phase,
-            )
-            for pod in pods_by_group.pop((group.namespace, group.name), []):
-                request, request_list, gpu = self._request_of(pod)
-                shape, shape_id = self._intern_shape(pod)
-                task = TaskInfo(
-                    pod=pod,
-                    job=job,
-                    request=request,
-                    gpu=gpu,
-                    shape=shape,
-                    request_list=request_list,
-                    shape_id=shape_id,
-                )
-                job.tasks.append(task)
-                job.counts[TaskStatus.PENDING] += 1
-                job.priority = max(job.priority, pod.priority)
-                self.tasks[pod.key] = task
-                self._account_existing(task)
-                queue.request += request
-                for ancestor in queue.ancestors:
-                    ancestor.request += request
-            queue.jobs.append(job)
-            self.jobs.append(job)
+            self._add_job(group, queue, pods_by_group.pop((group.namespace, group.name), []))
         for (namespace, name), orphans in pods_by_group.items():
             self.warnings.append(
                 f"{len(orphans)} pod(s) in {namespace} name PodGroup {name!r}, which does not exist; not scheduled"
             )
+
+    def _add_job(self, group: PodGroup, queue: QueueInfo, pods: Sequence[Pod]) -> JobInfo:
+        """Register one PodGroup and its pods: the job view, its tasks (bound pods take their node's
+        resources), the queue's request. Shared by construction and `add_group`."""
+        job = JobInfo(
+            group=group,
+            queue=queue,
+            min_resources=self.vector(group.min_resources),
+            priority=group.priority,
+            allocated=np.zeros(len(self.index), np.int64),
+            counts=dict.fromkeys(TaskStatus, 0),
+            phase=group.phase,
+        )
+        for pod in pods:
+            request, request_list, gpu = self._request_of(pod)
+            shape, shape_id = self._intern_shape(pod)
+            task = TaskInfo(
+                pod=pod,
+                job=job,
+                request=request,
+                gpu=gpu,
+                shape=shape,
+                request_list=request_list,
+                shape_id=shape_id,
+            )
+            job.tasks.append(task)
+            job.counts[TaskStatus.PENDING] += 1
+            job.priority = max(job.priority, pod.priority)
+            self.tasks[pod.key] = task
+            self._account_existing(task)
+            queue.request += request
+            for ancestor in queue.ancestors:
+                ancestor.request += request
+        queue.jobs.append(job)
+        self.jobs.append(job)
+        return job
+
+    def add_group(self, group: PodGroup, pods: Sequence[Pod]) -> JobInfo:
+        """Register a PodGroup and its pods that arrive after the session opened, exactly as construction
+        registers the snapshot's, and return its job for the actions (e.g. `allocate_job`).
+
+        This lets one long-lived session take a stream of arrivals instead of opening a session (O(nodes))
+        per arrival; the GPU placement experiment feeds a whole trace through one session this way.
+        Raises ValueError for an unknown queue, a pod naming another group, a pod the session already
+        has, or a resource no column of the session holds (columns are fixed when the session opens).
+        Plugins see the job from now on, but state they computed when the session opened (such as
+        proportion's deserved shares) is not recomputed.
+        """
+        queue = self.queues.get(group.queue)
+        if queue is None:
+            raise ValueError(f"podgroup {group.key}: queue {group.queue} does not exist")
+        keys: set[str] = set()
+        for pod in pods:
+            if (pod.namespace, pod.group) != (group.namespace, group.name):
+                raise ValueError(f"pod {pod.key} names PodGroup {pod.group!r}, not {group.name!r}")
+            if pod.key in self.tasks or pod.key in keys:
+                raise ValueError(f"pod {pod.key} is already in the session")
+            keys.add(pod.key)
+            unknown = sorted(name for name in pod.requests if name not in self.index.col)
+            if unknown:
+                raise ValueError(f"pod {pod.key} asks for {', '.join(unknown)}, which this session has no column for")
+        job = self._add_job(group, queue, pods)
+        self._shapes.extend([None] * (len(self._shape_ids) - len(self._shapes)))
+        return job
 
     def _request_of(self, pod: Pod) -> tuple[IntArray, tuple[int, ...], GpuRequest]:
         """The pod's request vector (plus one pod), as Python ints, and its GPU ask; shared by equal requests."""

@@ -103,3 +103,24 @@ class Allocate:
 
 def pending_tasks_sorted(ssn: Session, job: JobInfo) -> list[TaskInfo]:
     return sorted(job.pending_tasks(), key=ssn.task_key)
+
+
+def allocate_job(ssn: Session, job: JobInfo) -> bool:
+    """One allocate turn for one job, outside the action's queue-by-queue loop; True when the job is ready.
+
+    The turn is the action's: the job's pending pods go through one statement, committed only when the
+    job is ready (gang all-or-nothing), and the reason it cannot run is recorded on the job; a job the
+    plugins call invalid, or whose queue is overused, gets no turn. Like the action, the turn ends once
+    the job is ready, so a gang with more pods than minMember may need further calls. Queue order and
+    the enqueue gate are the caller's business: this is for feeding arrivals into one long-lived session
+    (`Session.add_group`), as the GPU placement experiment does.
+    """
+    reason = ssn.job_invalid_reason(job) or ssn.queue_overused_reason(job.queue)
+    if reason:
+        job.reason = reason
+        return False
+    _TURN._allocate_job(ssn, job.queue, job)
+    return ssn.job_ready(job)
+
+
+_TURN = Allocate()
