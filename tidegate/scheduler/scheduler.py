@@ -46,24 +46,30 @@ def decide(ssn: Session) -> Decisions:
     binds: dict[str, Bind] = {}
     for task in ssn.allocation_log:
         if task.status is TaskStatus.ALLOCATED and task.node >= 0:
-            binds.pop(task.key, None)
-            binds[task.key] = Bind(task.key, names[task.node], task.cards)
+            key = task.key
+            binds.pop(key, None)
+            binds[key] = Bind(key, names[task.node], task.cards)
     out.binds.extend(binds.values())
     for key, reason in ssn.evictions.items():
         task = ssn.tasks[key]
         out.evictions.append(Evict(key, names[task.node], reason))
     for job in ssn.jobs:
-        for task in job.tasks:
-            if task.status is TaskStatus.PIPELINED:
-                out.pipelined.append(Pipeline(task.key, names[task.node]))
+        counts = job.counts
+        pipelined = counts.get(TaskStatus.PIPELINED, 0)
+        if pipelined:
+            for task in job.tasks:
+                if task.status is TaskStatus.PIPELINED:
+                    out.pipelined.append(Pipeline(task.key, names[task.node]))
         phase = ssn.final_phase(job)
-        waiting = job.counts[TaskStatus.PENDING] + job.counts[TaskStatus.PIPELINED]
-        if job.ready_num < job.min_available:
-            waiting = max(waiting, job.min_available - job.ready_num)
+        waiting = counts[TaskStatus.PENDING] + pipelined
+        ready, needed = job.ready_num, job.min_available
+        if ready < needed:
+            waiting = max(waiting, needed - ready)
         reason = job.reason if waiting else ""
         if waiting and not reason:
-            reason = "pods pipelined; waiting for evictions" if job.waiting_num else "waiting for a scheduling turn"
-        out.groups.append(GroupStatus(job.key, job.queue.name, phase, reason))
+            reason = "pods pipelined; waiting for evictions" if pipelined else "waiting for a scheduling turn"
+        job_key, queue_name = job.key, job.queue.name
+        out.groups.append(GroupStatus(job_key, queue_name, phase, reason))
         if waiting:
-            out.pending.append(PendingJob(job.key, job.queue.name, reason))
+            out.pending.append(PendingJob(job_key, queue_name, reason))
     return out
