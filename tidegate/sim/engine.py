@@ -76,7 +76,6 @@ class Simulation:
         jobs: list[SimJob],
         scenario: ScenarioSpec,
         sim: SimulationSpec,
-        tolerate_cloud: bool,
         on_progress: Callable[[float], None] | None = None,
     ) -> None:
         self.name = name
@@ -84,7 +83,6 @@ class Simulation:
         self.clock = SimClock()
         self.scenario = scenario
         self.sim = sim
-        self.tolerate_cloud = tolerate_cloud
         self.on_progress = on_progress
         self.queues = {q.name: q for q in queues}
         self.children: dict[str, list[str]] = {}
@@ -130,21 +128,36 @@ class Simulation:
             clock.call_at(0.0, self._autoscale, PRIORITY_AUTOSCALE)
         horizon = self.sim.until_seconds or math.inf
         step = 6 * 3600.0
-        while clock.peek() is not None and clock.now() < horizon:
-            if self.finished == len(self.jobs) and not self.pending and not self.running:
-                break
+        while clock.peek() is not None and clock.now() < horizon and not self.done:
             clock.run(until=min(clock.now() + step, horizon))
             if self.on_progress:
                 self.on_progress(clock.now())
-        self.end = clock.now()
+        self.end = min(clock.now(), self.last_change)
+
+    @property
+    def done(self) -> bool:
+        """Every job has finished and every cloud pool is back to zero nodes."""
+        idle = self.finished == len(self.jobs) and not self.pending and not self.running
+        return idle and not any(p.is_cloud and (p.nodes or p.provisioning) for p in self.pools.values())
+
+    @property
+    def last_change(self) -> float:
+        """When the last job finished or the last cloud node left (the end of the run)."""
+        finishes = [j.finished for j in self.jobs if j.finished is not None]
+        billing = [self.meter[f"billed_nodes/{p.name}"].since for p in self.pools.values() if p.is_cloud]
+        return max([0.0, *finishes, *billing]) if self.done else self.clock.now()
 
     def _arrive(self, job: SimJob) -> None:
         self._submit(job)
         self._demand(job.gpus)
         self._want_cycle()
+        burst = self.scenario.burst
+        if burst.enabled and not job.pinned and job.queue != burst.queue:
+            # wake the scheduler when the job has waited long enough to overflow
+            self.clock.call_at(job.submitted + burst.after_seconds, self._want_cycle, PRIORITY_CYCLE)
 
     def _submit(self, job: SimJob) -> None:
-        group, pods = to_group(job, self.tolerate_cloud, job.restarts)
+        group, pods = to_group(job, job.queue == self.scenario.burst.queue, job.restarts)
         self.core.add_group(group, pods)
         self.pending[group.key] = job
         self.group_pods[group.key] = [pod.key for pod in pods]

@@ -4,6 +4,7 @@ tidegate.io simulation kinds, cross-checked so every reference resolves."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from tidegate.autoscale.hpa import HPASpec
 from tidegate.autoscale.hpa_manifest import parse_hpa
@@ -71,6 +72,8 @@ def load_simulation(paths: list[str]) -> SimulationInput:
                 errors.extend(parsed)
                 continue
             name, spec = parsed
+            if isinstance(spec, WorkloadSpec):
+                spec = _relative_to(spec, source)
             if name in tables[kind]:
                 errors.append(ManifestError(source, kind, name, "metadata.name", f"duplicate {kind} name"))
             tables[kind][name] = spec
@@ -79,6 +82,17 @@ def load_simulation(paths: list[str]) -> SimulationInput:
     if errors:
         raise ManifestErrors(errors)
     return sim
+
+
+def _relative_to(spec: WorkloadSpec, source: Source) -> WorkloadSpec:
+    """Trace and tide paths are relative to the manifest that names them."""
+    base = Path(source.file).parent if source.file not in ("-", "<memory>") else Path()
+
+    def resolve(path: str) -> str:
+        return str(base / path) if path and not Path(path).is_absolute() else path
+
+    synthetic = spec.synthetic.model_copy(update={"tide_from": [resolve(p) for p in spec.synthetic.tide_from]})
+    return spec.model_copy(update={"path": resolve(spec.path), "synthetic": synthetic})
 
 
 def _references(sim: SimulationInput) -> list[ManifestError]:

@@ -33,8 +33,16 @@ class Level:
         self.set(self.value + delta, now)
 
     def integral(self, until: float) -> float:
-        """The area under the level from time 0 to `until` (value-seconds)."""
-        return self.area + self.value * max(until - self.since, 0.0)
+        """The area under the level from time 0 to `until` (value-seconds), `until` at any time."""
+        if until >= self.since:
+            return self.area + self.value * (until - self.since)
+        area, previous_t, previous_v = 0.0, 0.0, 0.0
+        for t, v in zip(self.times, self.values, strict=True):
+            if t >= until:
+                break
+            area += previous_v * (t - previous_t)
+            previous_t, previous_v = t, v
+        return area + previous_v * (until - previous_t)
 
 
 class Meter:

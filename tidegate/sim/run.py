@@ -40,9 +40,11 @@ def _waits(waits: list[float]) -> dict[str, Any]:
     }
 
 
-def summarise(name: str, sim: Simulation) -> dict[str, Any]:
-    """The figures summary.json reports for one run."""
+def summarise(name: str, sim: Simulation, window: float) -> dict[str, Any]:
+    """The figures summary.json reports for one run. Utilisation is measured over [0, window]
+    (the workload's span, the same for every scenario); cost and waits over the whole run."""
     end = max(sim.end, 1e-9)
+    window = window if window > 0 else end
     meter = sim.meter
     idc_gpus = sim.idc_gpus
     waits: dict[str, list[float]] = {}
@@ -66,7 +68,9 @@ def summarise(name: str, sim: Simulation) -> dict[str, Any]:
         peak_nodes += int(billed.peak)
     return {
         "name": name,
-        "local_gpu_utilization": round(meter["local_gpus"].integral(end) / (idc_gpus * end), 4) if idc_gpus else 0.0,
+        "local_gpu_utilization": round(meter["local_gpus"].integral(window) / (idc_gpus * window), 4)
+        if idc_gpus
+        else 0.0,
         "cloud_gpu_hours": round(cloud_gpu_hours, 1),
         "cloud_cost": round(cloud_cost, 2),
         "reserved_peak_cost": round(reserved, 2),
@@ -128,9 +132,9 @@ def run_simulation(
             jobs,
             scenario,
             spec,
-            workload.tolerate_cloud,
             progress,
         )
         sim.run()
-        results.append(RunResult(scenario_name, sim, summarise(scenario_name, sim)))
+        window = spec.until_seconds or horizon
+        results.append(RunResult(scenario_name, sim, summarise(scenario_name, sim, window)))
     return results

@@ -112,8 +112,6 @@ class WorkloadSpec(Spec):
     #: For traces with a user or VC column: which queue each one lands in.
     queue_by_vc: dict[str, str] = Field(default_factory=dict)
     default_queue: str = "default"
-    #: Pods tolerate the cloud taint and prefer IDC nodes (placement prefers local, tolerates cloud).
-    tolerate_cloud: bool = True
     #: Keep at most this many jobs (0 = all); for quick runs.
     limit: Annotated[int, Field(ge=0)] = 0
 

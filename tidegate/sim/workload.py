@@ -1,8 +1,9 @@
 """A Workload manifest becomes jobs to replay: trace records, then vcjob-like PodGroups and pods.
 
-Each job is a gang of identical pods (minMember = pods) in a queue. Unless pinned, its pods
-tolerate the cloud taint and prefer IDC nodes (PodGroup-level preferred affinity: placement prefers
-local and tolerates cloud). A sensitive job is pinned to the IDC by nodeSelector and never bursts.
+Each job is a gang of identical pods (minMember = pods) in a queue, preferring IDC nodes
+(PodGroup-level preferred affinity). A job that overflows to the burst queue also tolerates the
+cloud taint: placement prefers local and tolerates cloud. A sensitive job is pinned to the IDC by
+nodeSelector and never bursts.
 """
 
 from __future__ import annotations
@@ -150,7 +151,8 @@ def pod_requests(record: TraceJob) -> Resources:
 
 
 def to_group(job: SimJob, tolerate_cloud: bool, attempt: int = 0) -> tuple[PodGroup, list[Pod]]:
-    """The job's PodGroup and pods, as Volcano's job controller would create them."""
+    """The job's PodGroup and pods, as Volcano's job controller would create them. Only a job sent
+    to the burst queue tolerates the cloud taint; a pinned job never does."""
     record = job.record
     name = f"{record.job_id}-r{attempt}" if attempt else record.job_id
     requests = pod_requests(record)

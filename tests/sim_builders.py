@@ -1,0 +1,116 @@
+"""Small simulation folders written from Python, for hand-checkable engine tests."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+QUEUES = """
+apiVersion: scheduling.volcano.sh/v1beta1
+kind: Queue
+metadata: {name: pool}
+spec: {weight: 1}
+---
+apiVersion: scheduling.volcano.sh/v1beta1
+kind: Queue
+metadata: {name: dev}
+spec: {weight: 1, parent: pool, capability: {nvidia.com/gpu: "8"}, deserved: {nvidia.com/gpu: "8"}}
+---
+apiVersion: scheduling.volcano.sh/v1beta1
+kind: Queue
+metadata: {name: burst-cloud}
+spec: {weight: 1, parent: pool, capability: {nvidia.com/gpu: "16"}}
+---
+apiVersion: tidegate.io/v1alpha1
+kind: SchedulerConfiguration
+metadata: {name: s}
+actions: "enqueue, allocate, backfill"
+tiers:
+- plugins: [{name: priority}, {name: gang}]
+- plugins: [{name: drf}, {name: predicates}, {name: capacity}, {name: nodeorder}, {name: binpack}]
+---
+apiVersion: tidegate.io/v1alpha1
+kind: Cluster
+metadata: {name: idc}
+spec: {type: idc, region: bj}
+---
+apiVersion: tidegate.io/v1alpha1
+kind: Cluster
+metadata: {name: aliyun}
+spec: {type: cloud, region: hz, provider: aliyun, latencyMs: 35}
+---
+apiVersion: tidegate.io/v1alpha1
+kind: NodePool
+metadata: {name: idc-a100}
+spec: {cluster: idc, count: 1, gpu: {product: A100, count: 8, memoryMiB: 81920}}
+---
+apiVersion: tidegate.io/v1alpha1
+kind: NodePool
+metadata: {name: cloud-a100}
+spec:
+  cluster: aliyun
+  maxCount: 2
+  provisioningDelaySeconds: 60
+  gpu: {product: A100, count: 8, memoryMiB: 40960}
+  pricing: {model: spot, perHour: 36, reservedMonthly: 7200}
+  scaleTargetRef: {name: virtual-kubelet-cloud}
+---
+apiVersion: autoscaling/v2
+kind: HorizontalPodAutoscaler
+metadata: {name: cloud-burst-hpa}
+spec:
+  scaleTargetRef: {apiVersion: apps/v1, kind: Deployment, name: virtual-kubelet-cloud}
+  minReplicas: 0
+  maxReplicas: 2
+  metrics:
+  - type: External
+    external:
+      metric:
+        name: volcano_queue_pending_jobs_duration_seconds
+        selector: {matchLabels: {queue: pool}}
+      target: {type: AverageValue, averageValue: "300"}
+  behavior:
+    scaleDown:
+      stabilizationWindowSeconds: 600
+      policies:
+      - {type: Percent, value: 10, periodSeconds: 60}
+---
+apiVersion: tidegate.io/v1alpha1
+kind: Scenario
+metadata: {name: idc-only}
+spec: {quotas: elastic}
+---
+apiVersion: tidegate.io/v1alpha1
+kind: Scenario
+metadata: {name: burst}
+spec: {quotas: elastic, burst: {enabled: true, queue: burst-cloud, afterSeconds: 300}}
+"""
+
+
+def write_sim(folder: Path, jobs_csv: str, scenarios: list[str], pinned_fraction: float = 0.0) -> Path:
+    """A one-node IDC, a two-node cloud pool behind the HPA, and jobs from a Helios-style CSV."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "base.yaml").write_text(QUEUES)
+    (folder / "jobs.csv").write_text(
+        "job_id,user,vc,gpu_num,cpu_num,node_num,state,submit_time,start_time,end_time,duration,queue\n" + jobs_csv
+    )
+    workload = {
+        "apiVersion": "tidegate.io/v1alpha1",
+        "kind": "Workload",
+        "metadata": {"name": "w"},
+        "spec": {
+            "source": "helios",
+            "path": "jobs.csv",
+            "queueByVc": {"vc1": "dev", "vc2": "burst-cloud"},
+            "queues": [{"name": "dev", "share": 1, "pinnedFraction": pinned_fraction}],
+        },
+    }
+    simulation = {
+        "apiVersion": "tidegate.io/v1alpha1",
+        "kind": "Simulation",
+        "metadata": {"name": "s"},
+        "spec": {"workload": "w", "scenarios": scenarios},
+    }
+    (folder / "run.yaml").write_text(yaml.safe_dump_all([workload, simulation]))
+    return folder

@@ -1,0 +1,82 @@
+"""The simulation engine on hand-checkable scenarios: overflow, pinning, HPA-driven cloud nodes, cost."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from sim_builders import write_sim  # tests/ is on sys.path (rootdir conftest-free import)
+from tidegate.model.objects import Queue
+from tidegate.model.resources import Resources
+from tidegate.sim.engine import static_quotas
+from tidegate.sim.loader import load_simulation
+from tidegate.sim.run import RunResult, run_simulation
+
+# Two 8-GPU jobs arrive at t=0 on a one-node (8 GPU) IDC whose dev queue is capped at 8 GPUs:
+# a runs 1000 s, b runs 100 s. Columns: job_id,user,vc,gpu_num,cpu_num,node_num,state,submit,start,end,duration,queue
+TWO_JOBS = "a,u,vc1,8,8,1,COMPLETED,0,0,1000,1000,0\nb,u,vc1,8,8,1,COMPLETED,0,0,100,100,0\n"
+
+
+def run(tmp_path: Path, scenarios: list[str], jobs: str = TWO_JOBS, pinned: float = 0.0) -> dict[str, RunResult]:
+    folder = write_sim(tmp_path / "sim", jobs, scenarios, pinned)
+    return {r.name: r for r in run_simulation(load_simulation([str(folder)]))}
+
+
+def test_without_burst_the_second_job_waits_for_the_first(tmp_path: Path) -> None:
+    result = run(tmp_path, ["idc-only"])["idc-only"]
+    jobs = {j.name: j for j in result.simulation.jobs}
+    assert (jobs["a"].started, jobs["a"].finished) == (0.0, 1000.0)
+    assert (jobs["b"].started, jobs["b"].finished) == (1000.0, 1100.0)
+    assert result.summary["cloud_cost"] == 0
+    # 8 GPUs busy for 1100 s of an 1100 s run
+    assert result.summary["local_gpu_utilization"] == 1.0
+
+
+def test_burst_overflows_at_capability_and_the_hpa_buys_one_node(tmp_path: Path) -> None:
+    result = run(tmp_path, ["burst"])["burst"]
+    jobs = {j.name: j for j in result.simulation.jobs}
+    # b's queue is at capability at t=0, so it overflows to burst-cloud at once.
+    assert jobs["b"].queue == "burst-cloud" and jobs["a"].queue == "dev"
+    # HPA ticks every 15 s; at t=15 b has pended 15 s: desired = ceil(15 / 300) = 1 node (from 0,
+    # allowed by the default scale-up policies). The node is ready after its 60 s provisioning delay.
+    assert jobs["b"].started == 75.0 and jobs["b"].finished == 175.0
+    billed = result.simulation.meter["billed_nodes/cloud-a100"]
+    # The last recommendation of 1 was at t=60 (b still pending); the 600 s scale-down window
+    # releases it at t=660, when 10% of 1 node truncates to 0.
+    assert billed.times == [15.0, 660.0] and billed.values == [1.0, 0.0]
+    summary = result.summary
+    assert summary["cloud_cost"] == pytest.approx((660 - 15) * 36 / 3600)  # 6.45
+    assert summary["cloud_gpu_hours"] == pytest.approx(round((660 - 15) * 8 / 3600, 1))
+    # The same peak (1 node) reserved for the run's 1000 s at 7200 a month of 30 days.
+    assert summary["reserved_peak_cost"] == pytest.approx(round(7200 * 1000 / (30 * 86400), 2))
+    assert summary["jobs_overflowed"] == 1 and summary["restarts"] == 0
+
+
+def test_pinned_jobs_never_burst(tmp_path: Path) -> None:
+    result = run(tmp_path, ["burst"], pinned=1.0)["burst"]
+    jobs = {j.name: j for j in result.simulation.jobs}
+    assert all(j.pinned and j.queue == "dev" for j in jobs.values())
+    assert jobs["b"].started == 1000.0
+    assert result.summary["cloud_cost"] == 0 and result.summary["jobs_overflowed"] == 0
+
+
+def test_a_job_overflows_after_waiting_the_configured_time(tmp_path: Path) -> None:
+    # A burst-cloud job (vc2) holds half the IDC node; dev's 6-GPU job fits its queue's quota
+    # (0 + 6 <= 8) but not the node: submitted at t=10, it overflows only at 10 + 300 s.
+    jobs = "a,u,vc2,4,4,1,COMPLETED,0,0,5000,5000,0\nb,u,vc1,6,6,1,COMPLETED,10,10,110,100,0\n"
+    result = run(tmp_path, ["burst"], jobs=jobs)["burst"]
+    events = [text for _, text in result.simulation.events]
+    overflow = next(t for t, text in result.simulation.events if "overflowed" in text)
+    assert overflow == 310.0
+    assert any("cloud-a100: 0 -> 1" in text for text in events)
+
+
+def test_static_quotas_cap_capability_at_deserved() -> None:
+    queue = Queue(
+        name="dev",
+        capability=Resources.parse({"nvidia.com/gpu": 768, "cpu": 100}, "c"),
+        deserved=Resources.parse({"nvidia.com/gpu": 384}, "d"),
+    )
+    (static,) = static_quotas([queue])
+    assert static.capability == Resources.parse({"nvidia.com/gpu": 384, "cpu": 100}, "c")
