@@ -108,6 +108,7 @@ class NodeTable:
         #: Rows as Python ints for scalar code: alloc never changes in a session; used rows are
         #: converted on demand and forgotten when the row changes.
         self.alloc_rows: list[list[int]] = self.alloc.tolist()
+        self.schedulable_rows: list[bool] = self.schedulable.tolist()
         self._used_rows: dict[int, list[int]] = {}
 
     def __len__(self) -> int:

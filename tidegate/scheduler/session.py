@@ -37,7 +37,7 @@ NEG_INF = float("-inf")
 #: Changed nodes refreshed one by one with the plugins' scalar twins; beyond this, numpy refreshes them together.
 SCALAR_ROWS = 16
 #: Changed nodes patched one by one into a shape's totals; beyond this, the totals are recomputed whole.
-SCALAR_TOTAL_ROWS = 12
+SCALAR_TOTAL_ROWS = 48
 
 
 @dataclass(slots=True)
@@ -46,11 +46,14 @@ class DynamicCache:
 
     Pods asking the same resources share it whatever their selectors and tolerations: dynamic
     filters and scores read only the request. `scores` holds each dynamic score's vector, in
-    registration order; both are meaningful only where `fit` is True.
+    registration order; both are meaningful only where `fit` is True. The lists mirror the
+    arrays for the scalar path (reading numpy one element at a time costs more than the sum).
     """
 
     fit: BoolArray
     scores: list[FloatArray]
+    fit_list: list[bool]
+    score_lists: list[list[float]]
     seen: int  # position in NodeTable.changes already folded in
 
 
@@ -60,9 +63,17 @@ class ShapeCache:
 
     static_mask: BoolArray
     static_score: FloatArray
+    mask_list: list[bool]
+    static_list: list[float]
     dynamic: DynamicCache
     total: FloatArray  # score where the pod fits now, -inf elsewhere
     seen: int  # position in NodeTable.changes already folded in (never ahead of dynamic.seen)
+
+
+#: A request vector, the same as Python ints, and the GPU ask it makes.
+_Request = tuple[IntArray, tuple[int, ...], GpuRequest]
+#: A new job's counts (copied: iterating the enum for every job shows in profiles).
+_NO_TASKS = dict.fromkeys(TaskStatus, 0)
 
 
 def _shape_of(pod: Pod, affinity: NodeAffinity | None) -> tuple[object, ...]:
@@ -98,10 +109,12 @@ class Session:
         self.ext = ExtensionPoints()
         self.allocation_log: list[TaskInfo] = []
         self._vectors: dict[Resources, IntArray] = {}
-        self._requests: dict[Resources, tuple[IntArray, tuple[int, ...], GpuRequest]] = {}
-        self._requests_by_id: dict[int, tuple[IntArray, tuple[int, ...], GpuRequest]] = {}
+        self._requests: dict[Resources, _Request] = {}
+        self._requests_by_id: dict[int, tuple[Resources, _Request]] = {}
         self._shape_ids: dict[tuple[object, ...], tuple[tuple[object, ...], int]] = {}
-        self._shapes_by_ident: dict[tuple[int, int, int, int], tuple[tuple[object, ...], int]] = {}
+        self._shapes_by_ident: dict[tuple[int, ...], tuple[tuple[object, ...], tuple[tuple[object, ...], int]]] = {}
+        #: While construction runs: (queue, request vector) -> pods, added to the queues' requests at the end.
+        self._deferred_requests: dict[tuple[int, int], tuple[QueueInfo, IntArray, int]] | None = None
         self._build_jobs(snapshot.groups, snapshot.pods)
         self.evictions: dict[str, str] = {}
         self.plugins: list[Plugin] = []
@@ -179,12 +192,19 @@ class Session:
         pods_by_group: dict[tuple[str, str], list[Pod]] = {}
         for pod in pods:
             pods_by_group.setdefault((pod.namespace, pod.group), []).append(pod)
+        self._deferred_requests = {}
         for group in groups:
             queue = self.queues.get(group.queue)
             if queue is None:
                 self.warnings.append(f"podgroup {group.key}: queue {group.queue} does not exist; skipped")
                 continue
             self._add_job(group, queue, pods_by_group.pop((group.namespace, group.name), []))
+        for queue, request, pods_asking in self._deferred_requests.values():  # integer sums: same as one by one
+            total = request * pods_asking
+            queue.request += total
+            for ancestor in queue.ancestors:
+                ancestor.request += total
+        self._deferred_requests = None
         for (namespace, name), orphans in pods_by_group.items():
             self.warnings.append(
                 f"{len(orphans)} pod(s) in {namespace} name PodGroup {name!r}, which does not exist; not scheduled"
@@ -199,9 +219,10 @@ class Session:
             min_resources=self.vector(group.min_resources),
             priority=group.priority,
             allocated=np.zeros(len(self.index), np.int64),
-            counts=dict.fromkeys(TaskStatus, 0),
+            counts=_NO_TASKS.copy(),
             phase=group.phase,
         )
+        deferred = self._deferred_requests
         for pod in pods:
             request, request_list, gpu = self._request_of(pod)
             shape, shape_id = self._intern_shape(pod)
@@ -219,9 +240,14 @@ class Session:
             job.priority = max(job.priority, pod.priority)
             self.tasks[pod.key] = task
             self._account_existing(task)
-            queue.request += request
-            for ancestor in queue.ancestors:
-                ancestor.request += request
+            if deferred is None:
+                queue.request += request
+                for ancestor in queue.ancestors:
+                    ancestor.request += request
+            else:
+                key = (id(queue), id(request))
+                held = deferred.get(key)
+                deferred[key] = (queue, request, 1 if held is None else held[2] + 1)
         queue.jobs.append(job)
         self.jobs.append(job)
         return job
@@ -254,28 +280,36 @@ class Session:
         self._shapes.extend([None] * (len(self._shape_ids) - len(self._shapes)))
         return job
 
-    def _request_of(self, pod: Pod) -> tuple[IntArray, tuple[int, ...], GpuRequest]:
-        """The pod's request vector (plus one pod), as Python ints, and its GPU ask; shared by equal requests."""
-        found = self._requests_by_id.get(id(pod.requests))
+    def _request_of(self, pod: Pod) -> _Request:
+        """The pod's request vector (plus one pod), as Python ints, and its GPU ask; shared by equal requests.
+
+        Pods built from one template share their requests object: looking it up by identity first skips
+        hashing it (the entry holds the object, so its id cannot be reused while the session lives)."""
+        requests = pod.requests
+        held = self._requests_by_id.get(id(requests))
+        if held is not None and held[0] is requests:
+            return held[1]
+        found = self._requests.get(requests)
         if found is None:
-            found = self._requests.get(pod.requests)
-            if found is None:
-                vector = self.vector(pod.requests + Resources({PODS: 1}))
-                found = (vector, tuple(vector.tolist()), GpuRequest.of(pod))
-                self._requests[pod.requests] = found
-            self._requests_by_id[id(pod.requests)] = found  # the snapshot keeps the object alive
+            vector = self.vector(requests + Resources({PODS: 1}))
+            found = (vector, tuple(vector.tolist()), GpuRequest.of(pod))
+            self._requests[requests] = found
+        self._requests_by_id[id(requests)] = (requests, found)
         return found
 
     def _intern_shape(self, pod: Pod) -> tuple[tuple[object, ...], int]:
-        """The pod's shape key (one tuple per distinct shape) and its number; identical objects skip hashing."""
-        ident = (id(pod.requests), id(pod.node_selector), id(pod.affinity), id(pod.tolerations))
-        found = self._shapes_by_ident.get(ident)
+        """The pod's shape key (one tuple per distinct shape) and its number; pods sharing the objects the
+        shape is made of skip building and hashing it (pods are values: not changed once in a session)."""
+        parts = (pod.requests, pod.node_selector, pod.affinity, pod.tolerations)
+        ident = (id(parts[0]), id(parts[1]), id(parts[2]), id(parts[3]))
+        held = self._shapes_by_ident.get(ident)
+        if held is not None and all(a is b for a, b in zip(held[0], parts, strict=True)):
+            return held[1]
+        shape = _shape_of(pod, pod.affinity)
+        found = self._shape_ids.get(shape)
         if found is None:
-            shape = _shape_of(pod, pod.affinity)
-            found = self._shape_ids.get(shape)
-            if found is None:
-                found = self._shape_ids[shape] = (shape, len(self._shape_ids))
-            self._shapes_by_ident[ident] = found
+            found = self._shape_ids[shape] = (shape, len(self._shape_ids))
+        self._shapes_by_ident[ident] = (parts, found)
         return found
 
     def _scalar_twins(self) -> tuple[list[RowFilter], list[RowScore]] | None:
@@ -389,30 +423,28 @@ class Session:
             for static_score in self.ext.static_scores:
                 score += static_score(task)
             dynamic = self._dynamic_cache(task)
-            cache = ShapeCache(mask, score, dynamic, self._totals(mask, score, dynamic), len(changes))
+            total = self._totals(mask, score, dynamic)
+            cache = ShapeCache(mask, score, mask.tolist(), score.tolist(), dynamic, total, len(changes))
             if task.shape_id >= 0:
                 self._shapes[task.shape_id] = cache
             else:
                 self._shapes_by_key[task.shape] = cache
         elif cache.seen < len(changes):
-            dynamic = self._dynamic_cache(task)
+            dynamic = cache.dynamic
+            if dynamic.seen < len(changes):
+                self._sync_dynamic(task, dynamic)
             pending = set(changes[cache.seen :]) if len(changes) - cache.seen > 1 else (changes[-1],)
             cache.seen = len(changes)
             if len(pending) > SCALAR_TOTAL_ROWS:
                 cache.total = self._totals(cache.static_mask, cache.static_score, dynamic)
-            else:
-                mask, static, total, fit, scores = (
-                    cache.static_mask,
-                    cache.static_score,
-                    cache.total,
-                    dynamic.fit,
-                    dynamic.scores,
-                )
+            else:  # the same sums in Python floats (IEEE doubles, added in the same order)
+                mask_list, static_list, total = cache.mask_list, cache.static_list, cache.total
+                fit_list, score_lists = dynamic.fit_list, dynamic.score_lists
                 for row in pending:
-                    if mask[row] and fit[row]:
-                        value = static[row]
-                        for vector in scores:
-                            value = value + vector[row]
+                    if mask_list[row] and fit_list[row]:
+                        value = static_list[row]
+                        for score_list in score_lists:
+                            value = value + score_list[row]
                         total[row] = value
                     else:
                         total[row] = NEG_INF
@@ -432,41 +464,53 @@ class Session:
 
     def _dynamic_cache(self, task: TaskInfo) -> DynamicCache:
         """The request's dynamic results, brought up to date with the node table."""
-        key = task.pod.requests
-        cache = self._dynamic.get(key)
-        changes = self.table.changes
+        cache = self._dynamic.get(task.pod.requests)
         if cache is None:
             n = len(self.table)
-            cache = DynamicCache(
-                np.zeros(n, dtype=bool), [np.zeros(n, dtype=np.float64) for _ in self.ext.dynamic_scores], len(changes)
-            )
+            fit = np.zeros(n, dtype=bool)
+            scores = [np.zeros(n, dtype=np.float64) for _ in self.ext.dynamic_scores]
             rows = np.flatnonzero(self.table.schedulable)
             if len(rows):
-                self._refresh_rows(task, cache, rows)
-            self._dynamic[key] = cache
-        elif cache.seen < len(changes):
-            pending = set(changes[cache.seen :]) if len(changes) - cache.seen > 1 else (changes[-1],)
-            cache.seen = len(changes)
-            if self._row_twins is not None and len(pending) <= SCALAR_ROWS:
-                self._refresh_scalar(task, cache, pending)
-            else:
-                rows = np.array(sorted(pending), dtype=np.int64)
-                self._refresh_rows(task, cache, rows[self.table.schedulable[rows]])
+                self._refresh_vectors(task, fit, scores, rows)
+            cache = DynamicCache(fit, scores, fit.tolist(), [v.tolist() for v in scores], len(self.table.changes))
+            self._dynamic[task.pod.requests] = cache
+        elif cache.seen < len(self.table.changes):
+            self._sync_dynamic(task, cache)
         return cache
 
-    def _refresh_rows(self, task: TaskInfo, cache: DynamicCache, rows: IntArray) -> None:
+    def _sync_dynamic(self, task: TaskInfo, cache: DynamicCache) -> None:
+        changes = self.table.changes
+        pending = set(changes[cache.seen :]) if len(changes) - cache.seen > 1 else (changes[-1],)
+        cache.seen = len(changes)
+        if self._row_twins is not None and len(pending) <= SCALAR_ROWS:
+            self._refresh_scalar(task, cache, pending)
+            return
+        rows = np.array(sorted(pending), dtype=np.int64)
+        rows = rows[self.table.schedulable[rows]]
+        if not len(rows):
+            return
+        self._refresh_vectors(task, cache.fit, cache.scores, rows)
+        listed = rows.tolist()
+        fit_list = cache.fit_list
+        for row, value in zip(listed, cache.fit[rows].tolist(), strict=True):
+            fit_list[row] = value
+        for vector, score_list in zip(cache.scores, cache.score_lists, strict=True):
+            for row, value in zip(listed, vector[rows].tolist(), strict=True):
+                score_list[row] = value
+
+    def _refresh_vectors(self, task: TaskInfo, fit: BoolArray, scores: list[FloatArray], rows: IntArray) -> None:
         fits: BoolArray | None = None
         for dynamic_filter in self.ext.dynamic_filters:
             passing = dynamic_filter.fit(task, rows)
             fits = passing if fits is None else fits & passing
-        cache.fit[rows] = True if fits is None else fits
-        for vector, dynamic_score in zip(cache.scores, self.ext.dynamic_scores, strict=True):
+        fit[rows] = True if fits is None else fits
+        for vector, dynamic_score in zip(scores, self.ext.dynamic_scores, strict=True):
             vector[rows] = dynamic_score(task, rows)
 
     def _refresh_scalar(self, task: TaskInfo, cache: DynamicCache, rows: Collection[int]) -> None:
         assert self._row_twins is not None
         row_filters, row_scores = self._row_twins
-        schedulable, fit, scores = self.table.schedulable, cache.fit, cache.scores
+        schedulable, fit, fit_list = self.table.schedulable_rows, cache.fit, cache.fit_list
         for row in rows:
             if not schedulable[row]:
                 continue
@@ -475,10 +519,10 @@ class Session:
                 if not row_filter(task, row):
                     ok = False
                     break
-            fit[row] = ok
+            fit[row] = fit_list[row] = ok
             if ok:  # scores are read only where the task fits; a row that stops fitting changes again first
-                for vector, row_score in zip(scores, row_scores, strict=True):
-                    vector[row] = row_score(task, row)
+                for vector, score_list, row_score in zip(cache.scores, cache.score_lists, row_scores, strict=True):
+                    vector[row] = score_list[row] = row_score(task, row)
 
     def best_node(self, task: TaskInfo) -> int | None:
         """The highest-scoring node the task fits on now (lowest index on ties), or None."""
@@ -527,10 +571,11 @@ class Session:
 
     # -- state changes (called by Statement) -------------------------------------------------------
     def _charge_queue(self, job: JobInfo, request: IntArray, sign: int) -> None:
-        job.allocated += sign * request
-        job.queue.allocated += sign * request
+        delta = request if sign == 1 else sign * request
+        job.allocated += delta
+        job.queue.allocated += delta
         for ancestor in job.queue.ancestors:
-            ancestor.allocated += sign * request
+            ancestor.allocated += delta
 
     def apply_allocate(self, task: TaskInfo, row: int, cards: tuple[int, ...], status: TaskStatus) -> None:
         self.table.add_used(row, task.request)
