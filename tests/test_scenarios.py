@@ -520,6 +520,27 @@ def test_preempt_never_crosses_queues_nor_takes_equal_priority() -> None:
     assert pending_reason(decisions, "default/high")
 
 
+def test_preempt_evicts_only_where_the_preemptor_then_fits_its_queue() -> None:
+    # q is capped at 4 cards and uses all 4: mid (3 cards) on nA, low (1 card) on nB, next to 2 cards of
+    # another queue. high (2 cards) outranks both. Evicting low frees room on nB, but q would then hold
+    # 3 + 2 = 5 > 4: high could not bind there, so low must not be evicted for nothing (Volcano's
+    # preemptorFitsOnNode includes the queue's Allocatable). Evicting mid on nA works: 1 + 2 = 3 <= 4.
+    config = conf("enqueue, allocate, preempt, backfill", "priority, gang", "predicates, capacity, nodeorder, gpushare")
+    cluster = Cluster(
+        nodes=[node("nB", gpus=4), node("nA", gpus=4)],
+        queues=[queue("q", capability={NVIDIA_GPU: 4}), queue("r")],
+        jobs=[
+            job("mid", "q", 1, {NVIDIA_GPU: 3}, priority=50, running_on=["nA"], gpu_indices=[(0, 1, 2)], phase=RUNNING),
+            job("low", "q", 1, GPU, priority=10, running_on=["nB"], gpu_indices=[(0,)], phase=RUNNING),
+            job("other", "r", 2, GPU, running_on=["nB", "nB"], gpu_indices=[(1,), (2,)], phase=RUNNING),
+            job("high", "q", 1, {NVIDIA_GPU: 2}, priority=100),
+        ],
+    )
+    decisions = cluster.schedule(config)
+    assert evicted(decisions) == ["default/mid-0"]
+    assert pipelined(decisions) == {"default/high-0": "nA"}
+
+
 def test_best_effort_pod_does_not_preempt_a_pod_with_requests() -> None:
     # Volcano: "BestEffort pod is not supported to preempt unBestEffort pod". The best-effort pod needs no
     # room at all; it must be bound by backfill, not pipelined behind a lower-priority pod of its queue

@@ -50,8 +50,13 @@ def evict_for(
     eligible: Callable[[TaskInfo], bool],
     filters: list[VictimFilter],
     reason: str,
+    quota_fits: Callable[[], bool] | None = None,
 ) -> bool:
-    """Evict victims on the first suitable node until the task fits there, then pipeline it."""
+    """Evict victims on the first suitable node until the task fits there, then pipeline it.
+
+    quota_fits, when given, must also hold before the task is pipelined (preempt: the task's queue may take
+    it once its own victims leave, like Volcano's preemptorFitsOnNode); otherwise the node is left alone.
+    """
     static = ssn.static_candidates(task)
     for row in sorted(by_node):
         if not static[row]:
@@ -69,13 +74,21 @@ def evict_for(
             continue
         node_stmt = ssn.statement()
         for victim in victims:
-            if ssn.fits_future_idle(task, row) and _cards_fit(ssn, task, row, []):
+            if _fits(ssn, task, row, quota_fits):
                 break
             node_stmt.evict(victim, reason)
+        if not _fits(ssn, task, row, quota_fits):
+            node_stmt.discard()
+            continue
         node_stmt.pipeline(task, row)
         stmt.merge(node_stmt)
         return True
     return False
+
+
+def _fits(ssn: Session, task: TaskInfo, row: int, quota_fits: Callable[[], bool] | None) -> bool:
+    node_fits = ssn.fits_future_idle(task, row) and _cards_fit(ssn, task, row, [])
+    return node_fits and (quota_fits is None or quota_fits())
 
 
 def _cards_fit(ssn: Session, task: TaskInfo, row: int, extra_victims: list[TaskInfo]) -> bool:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from functools import partial
 
 from tidegate.scheduler.actions.eviction import evict_for, running_by_node, starving_jobs
-from tidegate.scheduler.info import TaskInfo
+from tidegate.scheduler.info import QueueInfo, TaskInfo
 from tidegate.scheduler.session import Session
 
 
@@ -15,6 +15,10 @@ def _may_preempt(preemptor: TaskInfo, victim: TaskInfo) -> bool:
     if victim.job.queue is not preemptor.job.queue or victim.job is preemptor.job:
         return False
     return bool(preemptor.pod.requests) or not victim.pod.requests
+
+
+def _queue_takes(ssn: Session, queue: QueueInfo, task: TaskInfo) -> bool:
+    return ssn.queue_not_allocatable_reason(queue, task) is None
 
 
 class Preempt:
@@ -36,6 +40,7 @@ class Preempt:
                         eligible=partial(_may_preempt, task),
                         filters=ssn.ext.preemptable,
                         reason=f"preempted by {job.key} (higher priority in queue {queue.name})",
+                        quota_fits=partial(_queue_takes, ssn, queue, task),
                     )
                 if ssn.job_pipelined(job):
                     stmt.commit()
