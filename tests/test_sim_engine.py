@@ -9,6 +9,7 @@ import pytest
 from sim_builders import write_sim  # tests/ is on sys.path (rootdir conftest-free import)
 from tidegate.model.objects import Queue
 from tidegate.model.resources import Resources
+from tidegate.sim.core import SnapshotCore
 from tidegate.sim.engine import static_quotas
 from tidegate.sim.loader import load_simulation
 from tidegate.sim.run import RunResult, run_simulation
@@ -80,3 +81,21 @@ def test_static_quotas_cap_capability_at_deserved() -> None:
     )
     (static,) = static_quotas([queue])
     assert static.capability == Resources.parse({"nvidia.com/gpu": 384, "cpu": 100}, "c")
+
+
+def test_the_online_core_decides_exactly_as_a_fresh_snapshot_each_cycle(tmp_path: Path) -> None:
+    # 40 gangs of 1..8 GPUs over a day on the one-node IDC with bursting: both cores must give the
+    # same start, finish and queue for every job, and the same cloud bill.
+    rows = [
+        f"j{i},u,vc{1 + i % 2},{(1, 2, 4, 8)[i % 4]},4,1,COMPLETED,{i * 700},{i * 700},0,{600 + (i * 937) % 5000},0"
+        for i in range(40)
+    ]
+    folder = write_sim(tmp_path / "sim", "\n".join(rows) + "\n", ["idc-only", "burst"])
+    inp = load_simulation([str(folder)])
+    online = run_simulation(inp)
+    reference = run_simulation(inp, core_factory=lambda inp, queues: SnapshotCore(queues, inp.config))
+    for a, b in zip(online, reference, strict=True):
+        assert [(j.name, j.queue, j.started, j.finished) for j in a.simulation.jobs] == [
+            (j.name, j.queue, j.started, j.finished) for j in b.simulation.jobs
+        ]
+        assert a.summary == b.summary

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from enum import Enum
+from enum import StrEnum
 from typing import Annotated
 
 import typer
@@ -23,7 +23,7 @@ app = typer.Typer(
 FILES_HELP = "Manifest files or folders (like kubectl apply -f); '-' reads standard input."
 
 
-class Format(str, Enum):
+class Format(StrEnum):
     table = "table"
     json = "json"
     yaml = "yaml"

@@ -15,6 +15,7 @@ import numpy as np
 from tidegate.model.objects import (
     DEFAULT_QUEUE,
     ROOT_QUEUE,
+    Node,
     NodeAffinity,
     Pod,
     PodGroup,
@@ -88,10 +89,16 @@ def _shape_of(pod: Pod, affinity: NodeAffinity | None) -> tuple[object, ...]:
 class Session:
     """State of one scheduling cycle."""
 
-    def __init__(self, snapshot: Snapshot, config: SchedulerConfiguration, registry: PluginRegistry) -> None:
+    def __init__(
+        self,
+        snapshot: Snapshot,
+        config: SchedulerConfiguration,
+        registry: PluginRegistry,
+        extra_resources: Collection[str] = (),
+    ) -> None:
         self.now = snapshot.now
         self.config = config
-        self.index = ResourceIndex(self._resource_names(snapshot))
+        self.index = ResourceIndex(self._resource_names(snapshot) | set(extra_resources))
         self.table = NodeTable(snapshot.nodes, self.index)
         self.label_index = LabelIndex(self.table.labels)
         self.taint_index = TaintIndex(self.table.taints)
@@ -645,3 +652,78 @@ class Session:
         if job.ready_num > 0 and job.ready_num >= job.min_available:
             return PodGroupPhase.RUNNING
         return PodGroupPhase.PENDING if job.phase is PodGroupPhase.PENDING else PodGroupPhase.INQUEUE
+
+    # -- a session that lives across cycles (the simulator, the live loop) -------------------------
+    def remove_job(self, job: JobInfo) -> None:
+        """Forget a job that finished or was deleted: its pods free their nodes, cards and quota."""
+        queue = job.queue
+        for task in job.tasks:
+            status, row = task.status, task.node
+            if row >= 0:
+                if status in (TaskStatus.ALLOCATED, TaskStatus.RUNNING, TaskStatus.RELEASING):
+                    self.table.add_used(row, task.request, -1)
+                    if task.cards:
+                        self.table.release_cards(row, task.cards, task.gpu.mem_mib, task.gpu.milli, task.gpu.whole > 0)
+                if status is TaskStatus.RELEASING:
+                    self.table.releasing[row] -= task.request
+                elif status is TaskStatus.PIPELINED:
+                    self.table.pipelined[row] -= task.request
+                    self.table.changes.append(row)
+            if status in (TaskStatus.ALLOCATED, TaskStatus.RUNNING, TaskStatus.PIPELINED):
+                self._charge_queue(job, task.request, -1)
+            queue.request -= task.request
+            for ancestor in queue.ancestors:
+                ancestor.request -= task.request
+            self.tasks.pop(task.key, None)
+        queue.jobs.remove(job)
+        self.jobs.remove(job)
+
+    def replace_nodes(self, nodes: Sequence[Node]) -> None:
+        """Take a new node list (nodes added, removed or cordoned): rebuild the node table, keep every
+        placed task on its node by name, and drop placement caches. A task whose node is gone goes back
+        to Pending (callers normally restart such jobs first)."""
+        old_names = self.table.names
+        self.table = NodeTable(nodes, self.index)
+        self.label_index = LabelIndex(self.table.labels)
+        self.taint_index = TaintIndex(self.table.taints)
+        schedulable_alloc = self.table.alloc[self.table.schedulable]
+        self.total = schedulable_alloc.sum(axis=0) if len(schedulable_alloc) else np.zeros(len(self.index), np.int64)
+        self.total[self.index.col[PODS]] = 0
+        self._shapes = [None] * len(self._shape_ids)
+        self._shapes_by_key = {}
+        self._dynamic = {}
+        table = self.table
+        for task in self.tasks.values():
+            if task.node < 0:
+                continue
+            row = table.row.get(old_names[task.node])
+            status = task.status
+            if row is None:
+                if status in (TaskStatus.ALLOCATED, TaskStatus.RUNNING, TaskStatus.PIPELINED):
+                    self._charge_queue(task.job, task.request, -1)
+                task.node, task.cards = -1, ()
+                task.job.set_status(task, TaskStatus.PENDING)
+                continue
+            task.node = row
+            if status in (TaskStatus.ALLOCATED, TaskStatus.RUNNING, TaskStatus.RELEASING):
+                table.used[row] += task.request
+                if task.cards:
+                    table.take_cards(row, task.cards, task.gpu.mem_mib, task.gpu.milli, task.gpu.whole > 0)
+            if status is TaskStatus.RELEASING:
+                table.releasing[row] += task.request
+            elif status is TaskStatus.PIPELINED:
+                table.pipelined[row] += task.request
+        table.changes.clear()
+
+    def reopen(self, now: float) -> None:
+        """Start a new cycle over the current state: plugins register afresh (shares, deserved and other
+        per-cycle figures are recomputed), admitted jobs' reservations are recounted by enqueue."""
+        self.now = now
+        self.ext = ExtensionPoints()
+        for queue in self.queues.values():
+            queue.inqueue[:] = 0
+        for plugin in self.plugins:
+            plugin.on_session_open(self)
+        self._row_twins = self._scalar_twins()
+        self.allocation_log = []
+        self.evictions = {}

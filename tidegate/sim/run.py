@@ -9,7 +9,10 @@ from typing import Any
 
 import numpy as np
 
-from tidegate.sim.core import Core, SnapshotCore
+from tidegate.model.objects import Queue
+from tidegate.model.resources import CPU, GPU_MEMORY, GPU_MILLI, GPU_NUMBER, MEMORY, NVIDIA_GPU
+from tidegate.scheduler.online import OnlineScheduler
+from tidegate.sim.core import Core
 from tidegate.sim.engine import Simulation, static_quotas
 from tidegate.sim.fleet import Pool
 from tidegate.sim.loader import SimulationInput
@@ -17,6 +20,7 @@ from tidegate.sim.spec import SimulationSpec
 from tidegate.sim.workload import SimJob, sim_jobs, trace_jobs
 
 MONTH_S = 30 * 86400.0
+WORKLOAD_RESOURCES = (CPU, MEMORY, NVIDIA_GPU, GPU_MILLI, GPU_MEMORY, GPU_NUMBER)
 
 
 @dataclass(slots=True)
@@ -96,10 +100,15 @@ def summarise(name: str, sim: Simulation, window: float) -> dict[str, Any]:
     }
 
 
+def online_core(inp: SimulationInput, queues: list[Queue]) -> Core:
+    """The default core: one long-lived session; resource columns for what workloads ask."""
+    return OnlineScheduler([], queues, inp.config, resources=WORKLOAD_RESOURCES)
+
+
 def run_simulation(
     inp: SimulationInput,
     name: str | None = None,
-    core_factory: Callable[[SimulationInput, list[Any]], Core] | None = None,
+    core_factory: Callable[[SimulationInput, list[Queue]], Core] | None = None,
     on_progress: Callable[[str, float, float], None] | None = None,
 ) -> list[RunResult]:
     """Every scenario of the named (or only) Simulation, each on a fresh copy of the same workload."""
@@ -121,7 +130,7 @@ def run_simulation(
             Pool(pool_name, pool, pool.cluster, inp.clusters[pool.cluster]) for pool_name, pool in inp.pools.items()
         ]
         jobs: list[SimJob] = sim_jobs(workload, records)
-        core = core_factory(inp, queues) if core_factory else SnapshotCore(queues, inp.config)
+        core = core_factory(inp, queues) if core_factory else online_core(inp, queues)
         progress = (lambda t, s=scenario_name: on_progress(s, t, horizon)) if on_progress else None
         sim = Simulation(
             scenario_name,

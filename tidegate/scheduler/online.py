@@ -1,0 +1,99 @@
+"""A scheduler that lives across cycles: the cluster changes between cycles (jobs arrive and
+finish, nodes come and go, queues are edited) and each cycle costs what changed, not the cluster.
+
+`schedule(snapshot, config)` opens a session per cycle, which is right for one-off decisions and
+costs O(nodes + pods). A simulator replaying a month, or a live control loop, keeps one
+`OnlineScheduler` instead: same session, actions and plugins, same decisions for the same state.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Collection, Iterable, Sequence
+
+from tidegate.model.objects import Node, Pod, PodGroup, Queue, SchedulerConfiguration
+from tidegate.scheduler.framework import PluginRegistry
+from tidegate.scheduler.info import JobInfo, TaskStatus
+from tidegate.scheduler.plugins import default_registry
+from tidegate.scheduler.scheduler import ACTIONS, decide_jobs
+from tidegate.scheduler.session import Session
+from tidegate.scheduler.snapshot import Decisions, Snapshot
+
+
+class OnlineScheduler:
+    """Mutate the cluster with add_*/remove_*/set_*, then call `cycle(now)`; bound pods stay bound."""
+
+    def __init__(
+        self,
+        nodes: Sequence[Node],
+        queues: Sequence[Queue],
+        config: SchedulerConfiguration | None = None,
+        registry: PluginRegistry | None = None,
+        resources: Collection[str] = (),
+    ) -> None:
+        self.config = config or SchedulerConfiguration()
+        unknown = [name for name in self.config.actions if name not in ACTIONS]
+        if unknown:
+            raise ValueError(f"unknown action(s) {', '.join(unknown)}; known: {', '.join(ACTIONS)}")
+        self.nodes = {node.name: node for node in nodes}
+        snapshot = Snapshot(list(nodes), list(queues), [], [])
+        self.ssn = Session(snapshot, self.config, registry or default_registry(), extra_resources=resources)
+        self.jobs: dict[str, JobInfo] = {}
+        #: Jobs with pods not yet placed, in arrival order (what each cycle reports as pending).
+        self.waiting: dict[str, JobInfo] = {}
+        self._nodes_changed = False
+
+    # -- the cluster changes ------------------------------------------------------------------------
+    def add_nodes(self, nodes: Iterable[Node]) -> None:
+        for node in nodes:
+            self.nodes[node.name] = node
+        self._nodes_changed = True
+
+    def remove_nodes(self, names: Iterable[str]) -> None:
+        for name in names:
+            self.nodes.pop(name, None)
+        self._nodes_changed = True
+
+    def set_schedulable(self, name: str, schedulable: bool) -> None:
+        node = self.nodes.get(name)
+        if node is not None and node.unschedulable == schedulable:
+            self.nodes[name] = dataclasses.replace(node, unschedulable=not schedulable)
+            self._nodes_changed = True
+
+    def add_group(self, group: PodGroup, pods: Sequence[Pod]) -> None:
+        job = self.ssn.add_group(group, pods)
+        self.jobs[group.key] = job
+        self.waiting[group.key] = job
+
+    def remove_group(self, key: str) -> None:
+        job = self.jobs.pop(key, None)
+        if job is not None:
+            self.waiting.pop(key, None)
+            self.ssn.remove_job(job)
+
+    def set_queue(self, queue: Queue) -> None:
+        """Edit a queue live (e.g. its weight); it takes effect at the next cycle."""
+        info = self.ssn.queues.get(queue.name)
+        if info is None:
+            raise ValueError(f"queue {queue.name} does not exist")
+        info.queue = queue
+
+    # -- a cycle ------------------------------------------------------------------------------------
+    def cycle(self, now: float) -> Decisions:
+        """One scheduling cycle; binds are applied to the state (the pods run from now on)."""
+        ssn = self.ssn
+        if self._nodes_changed:
+            ssn.replace_nodes(list(self.nodes.values()))
+            self._nodes_changed = False
+        ssn.reopen(now)
+        for name in self.config.actions:
+            ACTIONS[name].execute(ssn)
+        decisions = decide_jobs(ssn, list(self.waiting.values()))
+        for task in ssn.allocation_log:
+            if task.status is TaskStatus.ALLOCATED:
+                task.job.set_status(task, TaskStatus.RUNNING)
+        for key, job in list(self.waiting.items()):
+            job.phase = ssn.final_phase(job)
+            if not job.counts[TaskStatus.PENDING] and job.ready_num >= job.min_available:
+                del self.waiting[key]
+        return decisions
