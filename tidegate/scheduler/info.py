@@ -26,6 +26,13 @@ class TaskStatus(Enum):
     __hash__ = object.__hash__
 
 
+# Plain names for hot code: reading an enum member through its class costs ~0.2 us on Python 3.11.
+_PENDING = TaskStatus.PENDING
+_ALLOCATED = TaskStatus.ALLOCATED
+_PIPELINED = TaskStatus.PIPELINED
+_RUNNING = TaskStatus.RUNNING
+_SUCCEEDED = TaskStatus.SUCCEEDED
+
 #: Statuses that hold resources on a node and count towards a gang's readiness.
 READY_STATUSES = frozenset({TaskStatus.ALLOCATED, TaskStatus.RUNNING, TaskStatus.SUCCEEDED})
 #: Statuses that count as a job's valid members for gang scheduling.
@@ -96,6 +103,8 @@ class JobInfo:
     phase: PodGroupPhase = PodGroupPhase.PENDING
     #: Why the job could not get (all of) its pods placed this session, for the user.
     reason: str = ""
+    #: minResources is covered by its pods' requests (then a fully placed gang reserves nothing more).
+    min_within_requests: bool = True
 
     @property
     def key(self) -> str:
@@ -111,29 +120,25 @@ class JobInfo:
     @property
     def ready_num(self) -> int:
         counts = self.counts
-        return (
-            counts.get(TaskStatus.ALLOCATED, 0)
-            + counts.get(TaskStatus.RUNNING, 0)
-            + counts.get(TaskStatus.SUCCEEDED, 0)
-        )
+        return counts.get(_ALLOCATED, 0) + counts.get(_RUNNING, 0) + counts.get(_SUCCEEDED, 0)
 
     @property
     def waiting_num(self) -> int:
-        return self.counts.get(TaskStatus.PIPELINED, 0)
+        return self.counts.get(_PIPELINED, 0)
 
     @property
     def valid_num(self) -> int:
         counts = self.counts
         return (
-            counts.get(TaskStatus.PENDING, 0)
-            + counts.get(TaskStatus.ALLOCATED, 0)
-            + counts.get(TaskStatus.PIPELINED, 0)
-            + counts.get(TaskStatus.RUNNING, 0)
-            + counts.get(TaskStatus.SUCCEEDED, 0)
+            counts.get(_PENDING, 0)
+            + counts.get(_ALLOCATED, 0)
+            + counts.get(_PIPELINED, 0)
+            + counts.get(_RUNNING, 0)
+            + counts.get(_SUCCEEDED, 0)
         )
 
     def pending_tasks(self) -> list[TaskInfo]:
-        return [t for t in self.tasks if t.status is TaskStatus.PENDING]
+        return [t for t in self.tasks if t.status is _PENDING]
 
     def set_status(self, task: TaskInfo, status: TaskStatus) -> None:
         self.counts[task.status] -= 1

@@ -8,6 +8,7 @@ vectors refresh only the rows that moved.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Sequence
 
 import numpy as np
@@ -30,6 +31,7 @@ BoolArray = npt.NDArray[np.bool_]
 FloatArray = npt.NDArray[np.float64]
 
 UNLIMITED = np.int64(2**62)
+_GENERATIONS = itertools.count()
 #: Resources whose per-card use the gpushare plugin tracks in the card matrices.
 CARD_RESOURCES = (GPU_MEMORY, GPU_MILLI)
 _FIRST = (CPU, MEMORY, PODS, NVIDIA_GPU, GPU_MEMORY, GPU_MILLI)
@@ -72,6 +74,8 @@ class NodeTable:
     """Columnar node state for one scheduling session."""
 
     def __init__(self, nodes: Sequence[Node], index: ResourceIndex) -> None:
+        #: Distinct for every table built in this process: plugins key node-derived caches on it.
+        self.generation = next(_GENERATIONS)
         n, r = len(nodes), len(index)
         self.index = index
         self.nodes = list(nodes)
@@ -80,22 +84,29 @@ class NodeTable:
         self.labels = [node.labels for node in nodes]
         self.taints: list[tuple[Taint, ...]] = [node.taints for node in nodes]
         self.schedulable: BoolArray = np.array([node.ready and not node.unschedulable for node in nodes], dtype=bool)
-        self.alloc: IntArray = np.zeros((n, r), dtype=np.int64)
         pods_col = index.col[PODS]
         milli_col = index.col.get(GPU_MILLI)
         cards = [card_count(node) for node in nodes]
         width = max(cards, default=0)
-        self.card_exists: BoolArray = np.zeros((n, width), dtype=bool)
-        self.card_mem: IntArray = np.zeros((n, width), dtype=np.int64)
-        for i, node in enumerate(nodes):
-            self.alloc[i] = index.vector(node.allocatable)
+        # Built as Python rows, converted once (numpy's per-call cost is per node otherwise).
+        alloc_rows: list[list[int]] = []
+        mem_rows: list[list[int]] = []
+        for node, count in zip(nodes, cards, strict=True):
+            row = [0] * r
+            for name, amount in node.allocatable.items():
+                col = index.col.get(name)
+                if col is not None:
+                    row[col] = amount
             if PODS not in node.allocatable:
-                self.alloc[i, pods_col] = UNLIMITED
+                row[pods_col] = int(UNLIMITED)
             if milli_col is not None and GPU_MILLI not in node.allocatable:
-                self.alloc[i, milli_col] = cards[i] * 1000 * 1000
-            self.card_exists[i, : cards[i]] = True
-            mems = node.gpu_memory_mib or (0,) * cards[i]
-            self.card_mem[i, : len(mems)] = mems
+                row[milli_col] = count * 1000 * 1000
+            alloc_rows.append(row)
+            mems = list(node.gpu_memory_mib or (0,) * count)
+            mem_rows.append(mems + [0] * (width - len(mems)))
+        self.alloc: IntArray = np.array(alloc_rows, dtype=np.int64).reshape(n, r)
+        self.card_exists: BoolArray = np.arange(width) < np.array(cards, dtype=np.int64).reshape(n, 1)
+        self.card_mem: IntArray = np.array(mem_rows, dtype=np.int64).reshape(n, width)
         self.used: IntArray = np.zeros((n, r), dtype=np.int64)
         self.releasing: IntArray = np.zeros((n, r), dtype=np.int64)
         self.pipelined: IntArray = np.zeros((n, r), dtype=np.int64)

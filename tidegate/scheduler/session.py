@@ -255,6 +255,9 @@ class Session:
                 key = (id(queue), id(request))
                 held = deferred.get(key)
                 deferred[key] = (queue, request, 1 if held is None else held[2] + 1)
+        if job.min_resources.any():
+            requested = sum((t.request for t in job.tasks), np.zeros(len(self.index), np.int64))
+            job.min_within_requests = bool((job.min_resources <= requested).all())
         queue.jobs.append(job)
         self.jobs.append(job)
         return job

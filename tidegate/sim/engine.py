@@ -299,6 +299,8 @@ class Simulation:
         for scaler in self.autoscalers:
             pool = scaler.pool
             values = queue_metric_values(scaler.spec, per_queue)
+            if pool.size == 0 and not pool.nodes and not any(v for samples in values.values() for v in samples):
+                continue  # nothing pending and nothing to scale in: the HPA would recommend 0 and change nothing
             result = scaler.controller.step(
                 now, pool.size, values, status_replicas=pool.size, ready_replicas=len(pool.nodes)
             )

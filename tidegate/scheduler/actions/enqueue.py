@@ -5,16 +5,20 @@ from __future__ import annotations
 import numpy as np
 
 from tidegate.model.objects import PodGroupPhase
-from tidegate.scheduler.info import JobInfo
+from tidegate.scheduler.info import JobInfo, TaskStatus
 from tidegate.scheduler.session import Session
 
 
 def _still_reserved(job: JobInfo) -> bool:
     """Jobs admitted in an earlier cycle whose minResources still hold room in their queue (as in Volcano:
-    Inqueue jobs, and Running jobs whose gang is complete, for the part of minResources not yet allocated)."""
+    Inqueue jobs, and Running jobs whose gang is complete, for the part of minResources not yet allocated).
+    A running job with every pod placed whose pods ask at least its minResources reserves nothing more."""
     if job.phase is PodGroupPhase.INQUEUE:
         return True
-    return job.phase is PodGroupPhase.RUNNING and job.ready_num >= job.min_available
+    if job.phase is not PodGroupPhase.RUNNING or job.ready_num < job.min_available:
+        return False
+    counts = job.counts
+    return bool(counts[TaskStatus.PENDING] or counts[TaskStatus.PIPELINED] or not job.min_within_requests)
 
 
 class Enqueue:
@@ -23,7 +27,7 @@ class Enqueue:
     def execute(self, ssn: Session) -> None:
         for queue in ssn.queues.values():
             for job in queue.jobs:
-                if job.min_resources.any() and _still_reserved(job):
+                if _still_reserved(job) and job.min_resources.any():
                     reserved = np.maximum(job.min_resources - job.allocated, 0)
                     for level in (queue, *queue.ancestors):
                         level.inqueue += reserved

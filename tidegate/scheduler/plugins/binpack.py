@@ -24,6 +24,17 @@ class BinpackPlugin(Plugin):
 
     def on_session_open(self, ssn: Session) -> None:
         self.ssn = ssn
+        if getattr(self, "_generation", None) != ssn.table.generation:
+            self._setup(ssn)
+        if self.weight and len(self.cols):
+            ssn.ext.dynamic_scores.append(self.dynamic_score)
+            if len(self.cols) < PAIRWISE:
+                ssn.ext.row_scores[self.dynamic_score] = self.score_row
+
+    def _setup(self, ssn: Session) -> None:
+        """Weights and node capacities: fixed while the node table is (a long-lived session rebuilds
+        them only when nodes change)."""
+        self._generation = ssn.table.generation
         self.weight = self.float_arg("binpack.weight", 1)
         weights = {CPU: self.float_arg("binpack.cpu", 1), MEMORY: self.float_arg("binpack.memory", 1)}
         extra = [r.strip() for r in self.str_arg("binpack.resources", "").split(",") if r.strip()]
@@ -34,10 +45,6 @@ class BinpackPlugin(Plugin):
         self.weights = np.array([w for _, w in cols], dtype=np.float64)
         self._col_weights = [(int(c), float(w)) for c, w in zip(self.cols, self.weights, strict=True)]
         self._alloc_rows: list[list[float]] = ssn.table.alloc[:, self.cols].astype(np.float64).tolist()
-        if self.weight and len(self.cols):
-            ssn.ext.dynamic_scores.append(self.dynamic_score)
-            if len(self.cols) < PAIRWISE:
-                ssn.ext.row_scores[self.dynamic_score] = self.score_row
 
     def dynamic_score(self, task: TaskInfo, rows: IntArray | slice) -> FloatArray:
         table = self.ssn.table

@@ -17,7 +17,7 @@ from tidegate.model.objects import ROOT_QUEUE, QueueState
 from tidegate.scheduler.framework import Plugin
 from tidegate.scheduler.info import JobInfo, QueueInfo, TaskInfo
 from tidegate.scheduler.node_table import FloatArray
-from tidegate.scheduler.plugins.quota import INF, amount, as_float, first_exceeded, share
+from tidegate.scheduler.plugins.quota import INF, amount, as_float, first_exceeded
 from tidegate.scheduler.session import Session
 
 
@@ -25,17 +25,27 @@ class CapacityPlugin(Plugin):
     name = "capacity"
 
     def on_session_open(self, ssn: Session) -> None:
-        self.ssn = ssn
-        self.dims = ssn.quota_mask
-        self.real_capability: dict[str, FloatArray] = {}
-        self.deserved: dict[str, FloatArray] = {}
-        self.guarantee: dict[str, FloatArray] = {
-            name: as_float(ssn.vector(q.queue.guarantee)) for name, q in ssn.queues.items()
-        }
-        if ssn.hierarchical:
-            self._build_tree(ssn.queues[ROOT_QUEUE])
-        else:
-            self._build_flat()
+        # Quotas depend only on the queue specs and the cluster's nodes: a session that lives across
+        # cycles recomputes them only when one of those changed.
+        inputs = (ssn.table.generation, tuple(q.queue for q in ssn.queues.values()))
+        if getattr(self, "_inputs", None) != inputs:
+            self.ssn = ssn
+            self.dims = ssn.quota_mask
+            self.real_capability: dict[str, FloatArray] = {}
+            self.deserved: dict[str, FloatArray] = {}
+            self.guarantee: dict[str, FloatArray] = {
+                name: as_float(ssn.vector(q.queue.guarantee)) for name, q in ssn.queues.items()
+            }
+            if ssn.hierarchical:
+                self._build_tree(ssn.queues[ROOT_QUEUE])
+            else:
+                self._build_flat()
+            #: Per queue, the (column, deserved) pairs its share is computed over.
+            self._share_cols = {
+                name: [(int(c), float(d[c])) for c in np.flatnonzero(self.dims & (d > 0))]
+                for name, d in self.deserved.items()
+            }
+            self._inputs = inputs
         ext = ssn.ext
         ext.queue_order.append(self._queue_order)
         ext.queue_allocatable.append(self._allocatable)
@@ -91,10 +101,12 @@ class CapacityPlugin(Plugin):
 
     # -- extension points --------------------------------------------------------------------------
     def _queue_order(self, queue: Any) -> float:
-        deserved = self.deserved[queue.name]
-        if not deserved[self.dims].any():
+        """Volcano's share: the largest allocated/deserved over the resources the queue deserves."""
+        cols = self._share_cols[queue.name]
+        if not cols:
             return 1.0
-        return share(as_float(queue.allocated), deserved, self.dims)
+        allocated = queue.allocated
+        return max(0.0, *(float(allocated[c]) / d for c, d in cols))
 
     def _limit_reason(self, queue: QueueInfo, used: FloatArray, dims: Any, current: FloatArray) -> str | None:
         real = self.real_capability[queue.name]
