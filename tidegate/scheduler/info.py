@@ -155,7 +155,10 @@ class QueueInfo:
     allocated: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     request: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     inqueue: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    #: Jobs the actions look at: all of them in a one-off session; in a long-lived one, settled jobs
+    #: (fully placed gangs that reserve nothing) wait in `settled` until something happens to them.
     jobs: list[JobInfo] = field(default_factory=list)
+    settled: dict[int, JobInfo] = field(default_factory=dict)
 
     @property
     def name(self) -> str:

@@ -89,11 +89,20 @@ class OnlineScheduler:
         for name in self.config.actions:
             ACTIONS[name].execute(ssn)
         decisions = decide_jobs(ssn, list(self.waiting.values()))
+        placed: dict[int, JobInfo] = {}
         for task in ssn.allocation_log:
             if task.status is TaskStatus.ALLOCATED:
                 task.job.set_status(task, TaskStatus.RUNNING)
+                placed[id(task.job)] = task.job
+        for key in ssn.evictions:
+            job = ssn.tasks[key].job
+            ssn.unsettle(job)
+            self.waiting.setdefault(job.key, job)
         for key, job in list(self.waiting.items()):
             job.phase = ssn.final_phase(job)
             if not job.counts[TaskStatus.PENDING] and job.ready_num >= job.min_available:
                 del self.waiting[key]
+        for job in placed.values():
+            job.phase = ssn.final_phase(job)
+            ssn.settle(job)
         return decisions

@@ -678,8 +678,28 @@ class Session:
             for ancestor in queue.ancestors:
                 ancestor.request -= task.request
             self.tasks.pop(task.key, None)
-        queue.jobs.remove(job)
+        if queue.settled.pop(id(job), None) is None:
+            queue.jobs.remove(job)
         self.jobs.remove(job)
+
+    def settle(self, job: JobInfo) -> bool:
+        """Set a fully placed gang aside so cycles stop looking at it; True if it was settled."""
+        counts = job.counts
+        settled = (
+            job.phase is PodGroupPhase.RUNNING
+            and not (counts[TaskStatus.PENDING] or counts[TaskStatus.PIPELINED] or counts[TaskStatus.RELEASING])
+            and job.ready_num >= job.min_available
+            and job.min_within_requests
+        )
+        if settled and id(job) not in job.queue.settled:
+            job.queue.jobs.remove(job)
+            job.queue.settled[id(job)] = job
+        return settled
+
+    def unsettle(self, job: JobInfo) -> None:
+        """Bring a settled job back under the actions' eyes (a pod was evicted or lost its node)."""
+        if job.queue.settled.pop(id(job), None) is not None:
+            job.queue.jobs.append(job)
 
     def replace_nodes(self, nodes: Sequence[Node]) -> None:
         """Take a new node list (nodes added, removed or cordoned): rebuild the node table, keep every
@@ -706,6 +726,7 @@ class Session:
                     self._charge_queue(task.job, task.request, -1)
                 task.node, task.cards = -1, ()
                 task.job.set_status(task, TaskStatus.PENDING)
+                self.unsettle(task.job)
                 continue
             task.node = row
             if status in (TaskStatus.ALLOCATED, TaskStatus.RUNNING, TaskStatus.RELEASING):

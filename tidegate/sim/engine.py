@@ -287,6 +287,8 @@ class Simulation:
         for job in self.pending.values():
             if not job.pinned:
                 own[job.queue] = own.get(job.queue, 0.0) + (now - job.submitted)
+        if not own:
+            return dict.fromkeys(self.queues, 0.0)
 
         def total(name: str) -> float:
             return own.get(name, 0.0) + sum(total(child) for child in self.children.get(name, []))

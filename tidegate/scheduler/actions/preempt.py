@@ -25,13 +25,15 @@ class Preempt:
     name = "preempt"
 
     def execute(self, ssn: Session) -> None:
-        by_node = running_by_node(ssn)
+        by_node: dict[int, list[TaskInfo]] | None = None  # built on first need: most cycles starve no one
         for queue in sorted(ssn.queues.values(), key=ssn.queue_key):
             for job in starving_jobs(ssn, queue):
                 stmt = ssn.statement()
                 for task in sorted(job.pending_tasks(), key=ssn.task_key):
                     if not ssn.job_starving(job):
                         break
+                    if by_node is None:
+                        by_node = running_by_node(ssn)
                     evict_for(
                         ssn,
                         stmt,

@@ -17,7 +17,7 @@ class Reclaim:
     name = "reclaim"
 
     def execute(self, ssn: Session) -> None:
-        by_node = running_by_node(ssn)
+        by_node: dict[int, list[TaskInfo]] | None = None  # built on first need: most cycles starve no one
         for queue in sorted(ssn.queues.values(), key=ssn.queue_key):
             if ssn.queue_overused_reason(queue):
                 continue
@@ -28,6 +28,8 @@ class Reclaim:
                         break
                     if not ssn.queue_may_reclaim(queue, task):
                         continue
+                    if by_node is None:
+                        by_node = running_by_node(ssn)
                     evict_for(
                         ssn,
                         stmt,

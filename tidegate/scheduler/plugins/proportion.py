@@ -24,7 +24,7 @@ class ProportionPlugin(Plugin):
     def on_session_open(self, ssn: Session) -> None:
         self.ssn = ssn
         self.dims = ssn.quota_mask
-        queues = [q for q in ssn.queues.values() if q.jobs]
+        queues = [q for q in ssn.queues.values() if q.jobs or q.settled]
         total = as_float(ssn.total)
         total_guarantee = sum(
             (as_float(ssn.vector(q.queue.guarantee)) for q in ssn.queues.values()), np.zeros_like(total)
