@@ -21,11 +21,12 @@ GPU_MILLI = "tidegate.io/gpu-milli"
 class Resources(Mapping[str, int]):
     """An immutable resource vector; missing resources are zero, zero entries are dropped."""
 
-    __slots__ = ("_values",)
+    __slots__ = ("_hash", "_values")
 
     def __init__(self, values: Mapping[str, int] | Iterable[tuple[str, int]] = ()) -> None:
         items = values.items() if isinstance(values, Mapping) else values
         self._values: dict[str, int] = {name: int(amount) for name, amount in items if amount}
+        self._hash: int | None = None  # computed once: resources key the scheduler's per-request caches
 
     @classmethod
     def parse(cls, spec: object, field: str) -> Resources:
@@ -49,7 +50,9 @@ class Resources(Mapping[str, int]):
         return name in self._values
 
     def __hash__(self) -> int:
-        return hash(frozenset(self._values.items()))
+        if self._hash is None:
+            self._hash = hash(frozenset(self._values.items()))
+        return self._hash
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, Resources):
