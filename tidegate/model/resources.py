@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import ItemsView, Iterable, Iterator, Mapping
 
 from tidegate.model.errors import FieldError
 from tidegate.model.quantity import format_canonical, to_canonical
@@ -48,6 +48,10 @@ class Resources(Mapping[str, int]):
 
     def __contains__(self, name: object) -> bool:
         return name in self._values
+
+    def items(self) -> ItemsView[str, int]:
+        """The dict's own view (Mapping's generic one looks every value up again, in Python)."""
+        return self._values.items()
 
     def __hash__(self) -> int:
         if self._hash is None:
