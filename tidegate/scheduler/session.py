@@ -446,7 +446,7 @@ class Session:
             dynamic = cache.dynamic
             if dynamic.seen < len(changes):
                 self._sync_dynamic(task, dynamic)
-            pending = set(changes[cache.seen :]) if len(changes) - cache.seen > 1 else (changes[-1],)
+            pending = changes[cache.seen :]  # repeats are harmless here: a row patched twice gets one value
             cache.seen = len(changes)
             if len(pending) > SCALAR_TOTAL_ROWS:
                 cache.total = self._totals(cache.static_mask, cache.static_score, dynamic)
@@ -524,6 +524,7 @@ class Session:
         assert self._row_twins is not None
         row_filters, row_scores = self._row_twins
         schedulable, fit, fit_list = self.table.schedulable_rows, cache.fit, cache.fit_list
+        scored = list(zip(cache.scores, cache.score_lists, row_scores, strict=True))
         for row in rows:
             if not schedulable[row]:
                 continue
@@ -534,7 +535,7 @@ class Session:
                     break
             fit[row] = fit_list[row] = ok
             if ok:  # scores are read only where the task fits; a row that stops fitting changes again first
-                for vector, score_list, row_score in zip(cache.scores, cache.score_lists, row_scores, strict=True):
+                for vector, score_list, row_score in scored:
                     vector[row] = score_list[row] = row_score(task, row)
 
     def best_node(self, task: TaskInfo) -> int | None:
