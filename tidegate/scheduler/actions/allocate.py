@@ -106,7 +106,9 @@ def pending_tasks_sorted(ssn: Session, job: JobInfo) -> list[TaskInfo]:
 
 
 def allocate_job(ssn: Session, job: JobInfo) -> bool:
-    """One allocate turn for one job, outside the action's queue-by-queue loop; True when the job is ready.
+    """One allocate turn for one job, outside the action's queue-by-queue loop; True when the job is ready
+    afterwards: at least minMember (and at least one) of its pods hold resources and every readiness vote
+    agrees.
 
     The turn is the action's: the job's pending pods go through one statement, committed only when the
     job is ready (gang all-or-nothing), and the reason it cannot run is recorded on the job; a job the
@@ -120,7 +122,7 @@ def allocate_job(ssn: Session, job: JobInfo) -> bool:
         job.reason = reason
         return False
     _TURN._allocate_job(ssn, job.queue, job)
-    return ssn.job_ready(job)
+    return job.ready_num >= max(job.min_available, 1) and ssn.job_ready(job)
 
 
 _TURN = Allocate()

@@ -2,8 +2,11 @@
 cards (nvidia.com/gpu) take untouched cards; no card is ever over-committed.
 
 The chosen cards are recorded on the placement (Volcano writes them to volcano.sh/gpu-index).
-Card choice: `gpushare.cardPolicy` = first-fit (Volcano: lowest index that fits) or best-fit
-(the card with the least memory left after placing).
+Placement policy, `gpushare.policy`: first-fit (the default, Volcano's: no node score, the lowest
+card index that fits), best-fit, random (seeded by `gpushare.seed`), dot-product, gpu-packing or
+frag-aware, each ranking nodes (a dynamic score, times `gpushare.weight`) and choosing a slice's card;
+see gpu_placement.py. `gpushare.cardPolicy` = first-fit or best-fit (the card with the least memory
+left after placing), when given, overrides the policy's card choice.
 """
 
 from __future__ import annotations
@@ -12,7 +15,8 @@ import numpy as np
 
 from tidegate.scheduler.framework import Plugin
 from tidegate.scheduler.info import TaskInfo
-from tidegate.scheduler.node_table import BoolArray, IntArray
+from tidegate.scheduler.node_table import BoolArray, FloatArray, IntArray
+from tidegate.scheduler.plugins.gpu_placement import make_policy
 from tidegate.scheduler.session import Session
 
 CARD_MILLI = 1000
@@ -29,6 +33,23 @@ class GpuSharePlugin(Plugin):
         ssn.ext.dynamic_filters.append(self)
         ssn.ext.row_filters[self] = self.fit_row
         ssn.ext.card_selector = self.select
+        self.explicit_card_policy = "gpushare.cardPolicy" in self.arguments
+        self.policy = make_policy(self.str_arg("gpushare.policy", "first-fit"), ssn, self.arguments)
+        self.weight = self.float_arg("gpushare.weight", 1)
+        if self.policy.scores_nodes and self.weight:
+            ssn.ext.dynamic_scores.append(self.score)
+            if self.policy.has_row_score():
+                ssn.ext.row_scores[self.score] = self.score_row
+
+    def score(self, task: TaskInfo, rows: IntArray | slice) -> FloatArray:
+        """The placement policy's node score."""
+        score = self.policy.score(task, rows)
+        return score if self.weight == 1 else self.weight * score
+
+    def score_row(self, task: TaskInfo, row: int) -> float:
+        """score() for one node (the policy's scalar twin)."""
+        score = self.policy.score_row(task, row)
+        return score if self.weight == 1 else self.weight * score
 
     def _slice_fits(self, task: TaskInfo, rows: IntArray | slice) -> BoolArray:
         """Per node and card: can the task's slice go on this card?"""
@@ -92,6 +113,8 @@ class GpuSharePlugin(Plugin):
         cards = np.flatnonzero(ok)
         if not len(cards):
             return ()
+        if not self.explicit_card_policy:
+            return (self.policy.choose_card(task, row, cards),)
         if self.card_policy == "best-fit":
             if gpu.mem_mib:
                 left = table.card_mem[row, cards] - table.card_used_mem[row, cards]
