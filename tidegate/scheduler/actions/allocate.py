@@ -7,6 +7,7 @@ ready (minMember), then the job goes back in line so other jobs get their turn t
 from __future__ import annotations
 
 import heapq
+from collections.abc import Iterator
 from itertools import count
 
 from tidegate.model.objects import PodGroupPhase
@@ -31,18 +32,46 @@ def schedulable_jobs(ssn: Session, queue: QueueInfo) -> list[JobInfo]:
     return out
 
 
+_Entry = tuple[tuple[object, ...], int, JobInfo]
+
+
+class _Line:
+    """A queue's jobs in (key, seq) order, as one heap of them would give: the jobs present at the start
+    are sorted once and taken from the end (cheaper than a heap pop each), jobs put back go to a heap."""
+
+    __slots__ = ("heap", "sorted")
+
+    def __init__(self, entries: list[_Entry]) -> None:
+        self.sorted = sorted(entries, reverse=True)  # seq is unique: keys never tie, jobs never compare
+        self.heap: list[_Entry] = []
+
+    def __bool__(self) -> bool:
+        return bool(self.sorted or self.heap)
+
+    def __iter__(self) -> Iterator[_Entry]:
+        yield from self.sorted
+        yield from self.heap
+
+    def pop(self) -> _Entry:
+        if self.heap and (not self.sorted or self.heap[0] < self.sorted[-1]):
+            return heapq.heappop(self.heap)
+        return self.sorted.pop()
+
+    def push(self, entry: _Entry) -> None:
+        heapq.heappush(self.heap, entry)
+
+
 class Allocate:
     name = "allocate"
 
     def execute(self, ssn: Session) -> None:
         seq = count()
-        jobs: dict[str, list[tuple[tuple[object, ...], int, JobInfo]]] = {}
+        jobs: dict[str, _Line] = {}
         queue_heap: list[tuple[tuple[object, ...], int, QueueInfo]] = []
         for queue in ssn.queues.values():
             ready = schedulable_jobs(ssn, queue)
             if ready:
-                jobs[queue.name] = [(ssn.job_key(j), next(seq), j) for j in ready]
-                heapq.heapify(jobs[queue.name])
+                jobs[queue.name] = _Line([(ssn.job_key(j), next(seq), j) for j in ready])
                 heapq.heappush(queue_heap, (ssn.queue_key(queue), next(seq), queue))
         while queue_heap:
             _, _, queue = heapq.heappop(queue_heap)
@@ -54,9 +83,9 @@ class Allocate:
                 for _, _, job in line:
                     job.reason = job.reason or reason
                 continue
-            _, _, job = heapq.heappop(line)
+            _, _, job = line.pop()
             if self._allocate_job(ssn, queue, job):
-                heapq.heappush(line, (ssn.job_key(job), next(seq), job))
+                line.push((ssn.job_key(job), next(seq), job))
             heapq.heappush(queue_heap, (ssn.queue_key(queue), next(seq), queue))
 
     def _allocate_job(self, ssn: Session, queue: QueueInfo, job: JobInfo) -> bool:
