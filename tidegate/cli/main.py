@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from tidegate.cli.experiment import app as experiment_app
 from tidegate.cli.manifest_snapshot import prepare
 from tidegate.cli.output import render
 from tidegate.cli.simulate import simulate
@@ -20,6 +21,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
 )
+app.add_typer(experiment_app, name="experiment")
 FILES_HELP = "Manifest files or folders (like kubectl apply -f); '-' reads standard input."
 
 
