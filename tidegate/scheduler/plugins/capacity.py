@@ -45,6 +45,11 @@ class CapacityPlugin(Plugin):
                 name: [(int(c), float(d[c])) for c in np.flatnonzero(self.dims & (d > 0))]
                 for name, d in self.deserved.items()
             }
+            #: Per queue, (column, real capability) over the quota dimensions, for the per-pod check.
+            self._real_cols = {
+                name: [(int(c), float(real[c])) for c in np.flatnonzero(self.dims)]
+                for name, real in self.real_capability.items()
+            }
             self._inputs = inputs
         ext = ssn.ext
         ext.queue_order.append(self._queue_order)
@@ -124,12 +129,16 @@ class CapacityPlugin(Plugin):
             return f"queue {queue.name} is {queue.queue.state.value}"
         if not queue.is_leaf:
             return f"queue {queue.name} has child queues; only leaf queues take jobs"
-        dims = self.dims & (task.request > 0)
+        request = task.request_list or task.request.tolist()
         for level in self._chain(queue):
-            allocated = as_float(level.allocated)
-            reason = self._limit_reason(level, allocated + task.request, dims, allocated)
-            if reason:
-                return reason
+            # _limit_reason's test in Python floats (the same conversions and addition as the arrays'),
+            # which is most of the cost of placing a pod otherwise; the message still comes from it.
+            allocated = level.allocated.tolist()
+            for col, limit in self._real_cols[level.name]:
+                asked = request[col]
+                if asked > 0 and float(allocated[col]) + float(asked) > limit:
+                    current = as_float(level.allocated)
+                    return self._limit_reason(level, current + task.request, self.dims & (task.request > 0), current)
         return None
 
     def _enqueueable(self, job: JobInfo) -> str | None:
