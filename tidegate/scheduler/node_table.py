@@ -167,11 +167,13 @@ class NodeTable:
         for card in cards:
             was_free = self._card_is_free(row, card)
             if whole:
-                self.card_whole[row, card] = True
+                self.card_whole[row, card] = True  # a whole-taken card is never free
+                if was_free:
+                    self.card_free[row] -= 1
             else:
                 self.card_used_mem[row, card] += mem_mib
                 self.card_used_milli[row, card] += milli
-            self.card_free[row] += self._card_is_free(row, card) - was_free
+                self.card_free[row] += self._card_is_free(row, card) - was_free
 
     def release_cards(self, row: int, cards: tuple[int, ...], mem_mib: int, milli: int, whole: bool) -> None:
         for card in cards:

@@ -353,14 +353,15 @@ class Session:
         self.apply_allocate(task, row, cards, TaskStatus.RUNNING)
 
     # -- order: plugin keys in tier order, then creation time and name ---------------------------
+    # (list comprehensions: a generator unpacked into a tuple costs more, and keys are built per placement)
     def job_key(self, job: JobInfo) -> tuple[object, ...]:
-        return (*(key(job) for key in self.ext.job_order), job.group.created, job.key)
+        return (*[key(job) for key in self.ext.job_order], job.group.created, job.key)
 
     def queue_key(self, queue: QueueInfo) -> tuple[object, ...]:
-        return (-queue.queue.priority, *(key(queue) for key in self.ext.queue_order), queue.name)
+        return (-queue.queue.priority, *[key(queue) for key in self.ext.queue_order], queue.name)
 
     def task_key(self, task: TaskInfo) -> tuple[object, ...]:
-        return (*(key(task) for key in self.ext.task_order), task.pod.created, task.key)
+        return (*[key(task) for key in self.ext.task_order], task.pod.created, task.key)
 
     # -- votes -------------------------------------------------------------------------------------
     def job_invalid_reason(self, job: JobInfo) -> str | None:
@@ -378,7 +379,10 @@ class Session:
         return None
 
     def job_ready(self, job: JobInfo) -> bool:
-        return all(check(job) for check in self.ext.job_ready)
+        for check in self.ext.job_ready:  # noqa: SIM110 -- all() without a generator: asked per placement
+            if not check(job):
+                return False
+        return True
 
     def job_pipelined(self, job: JobInfo) -> bool:
         return all(check(job) for check in self.ext.job_pipelined)
