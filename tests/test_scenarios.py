@@ -171,6 +171,27 @@ def test_only_leaf_queues_take_jobs() -> None:
     assert pending_reason(decisions, "default/in-parent") == "queue org has child queues; only leaf queues take jobs"
 
 
+@pytest.mark.parametrize(
+    "queues",
+    [
+        [queue("org"), queue("lost", parent="nope")],  # parent does not exist
+        [queue("org"), queue("lost", parent="loop"), queue("loop", parent="lost")],  # a cycle
+    ],
+    ids=["missing-parent", "cycle"],
+)
+def test_queue_outside_the_tree_holds_only_its_own_jobs(queues: list) -> None:
+    # A queue the hierarchy cannot reach from root must not take the whole cycle down: its jobs wait with a
+    # reason, every other queue schedules as usual.
+    cluster = Cluster(
+        nodes=nodes("n", 1, gpus=4),
+        queues=[*queues, queue("team", parent="org")],
+        jobs=[job("stuck", "lost", 1, GPU), job("fine", "team", 1, GPU)],
+    )
+    decisions = cluster.schedule(CAPACITY)
+    assert list(bound(decisions)) == ["default/fine-0"]
+    assert pending_reason(decisions, "default/stuck").startswith("queue lost is not in the queue tree")
+
+
 def test_siblings_share_the_parent_cap() -> None:
     # org caps 8 cards; two children ask 6 each. Together they never exceed 8.
     cluster = Cluster(

@@ -40,6 +40,12 @@ class CapacityPlugin(Plugin):
                 self._build_tree(ssn.queues[ROOT_QUEUE])
             else:
                 self._build_flat()
+            #: Queues the tree walk never reached (parent missing, or a cycle of parents): they take no jobs,
+            #: and the rest of the cluster schedules as usual (Volcano stops every queue instead).
+            self.detached = {name for name in ssn.queues if name not in self.real_capability}
+            for name in self.detached:
+                self.real_capability[name] = np.zeros(len(ssn.index))
+                self.deserved[name] = self.guarantee[name]
             #: Per queue, the (column, deserved) pairs its share is computed over.
             self._share_cols = {
                 name: [(int(c), float(d[c])) for c in np.flatnonzero(self.dims & (d > 0))]
@@ -124,9 +130,17 @@ class CapacityPlugin(Plugin):
             f"{amount(index, col, float(current[col]))}/{amount(index, col, float(real[col]))}"
         )
 
+    def _detached_reason(self, queue: QueueInfo) -> str | None:
+        if queue.name not in self.detached:
+            return None
+        parent = queue.queue.parent or ROOT_QUEUE
+        return f"queue {queue.name} is not in the queue tree: parent {parent} does not exist or forms a cycle"
+
     def _allocatable(self, queue: QueueInfo, task: TaskInfo) -> str | None:
         if queue.queue.state is not QueueState.OPEN:
             return f"queue {queue.name} is {queue.queue.state.value}"
+        if reason := self._detached_reason(queue):
+            return reason
         if not queue.is_leaf:
             return f"queue {queue.name} has child queues; only leaf queues take jobs"
         request = task.request_list or task.request.tolist()
@@ -145,6 +159,8 @@ class CapacityPlugin(Plugin):
         queue = job.queue
         if queue.queue.state is not QueueState.OPEN:
             return f"queue {queue.name} is {queue.queue.state.value}"
+        if reason := self._detached_reason(queue):
+            return reason
         if not queue.is_leaf:
             return f"queue {queue.name} has child queues; only leaf queues take jobs"
         if not job.min_resources.any():
@@ -159,6 +175,8 @@ class CapacityPlugin(Plugin):
 
     def _may_reclaim(self, queue: QueueInfo, task: TaskInfo) -> str | None:
         """A queue may reclaim while, on some resource it asks for, it stays within its deserved share."""
+        if reason := self._detached_reason(queue):
+            return reason
         dims = self.dims & (task.request > 0)
         future = as_float(queue.allocated + task.request)
         if first_exceeded(future, self.real_capability[queue.name], dims) is not None:
