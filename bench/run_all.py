@@ -108,16 +108,17 @@ def _progress(row: Row) -> str:
 
 def table(rows: list[Row]) -> str:
     lines = [
-        "| nodes | workload | config | pods | tidegate s | tidegate pods/s | tidegate gangs/s "
-        "| baseline pods (s) | baseline pods/s | baseline gangs/s | ratio |",
+        "| nodes | workload | config | pods | tidegate s (CPU s) | tidegate pods/s | tidegate gangs/s "
+        "| baseline pods, s | baseline pods/s | baseline gangs/s | ratio |",
         "|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
         gangs = f"{r.tidegate.jobs_per_s:,.0f}" if r.gang > 1 else "–"
         base_gangs = f"{r.baseline.jobs_per_s:,.1f}" if r.gang > 1 else "–"
         lines.append(
-            f"| {r.nodes:,} | {r.workload} | {r.config} | {r.tidegate.pods:,} | {r.tidegate.seconds:.3f} "
-            f"| {r.tidegate.pods_per_s:,.0f} | {gangs} | {r.baseline.pods:,} ({r.baseline.seconds:.2f}) "
+            f"| {r.nodes:,} | {r.workload} | {r.config} | {r.tidegate.pods:,} "
+            f"| {r.tidegate.seconds:.3f} ({r.tidegate.cpu_seconds:.3f}) "
+            f"| {r.tidegate.pods_per_s:,.0f} | {gangs} | {r.baseline.pods:,}, {r.baseline.seconds:.2f} "
             f"| {r.baseline.pods_per_s:,.0f} | {base_gangs} | **{r.ratio:,.0f}×** |"
         )
     return "\n".join(lines)
