@@ -37,6 +37,7 @@ class Running:
     nodes: list[str]
     local_gpus: float
     cloud_gpus: float
+    started_at: float
     timer: object = None
 
 
@@ -154,7 +155,8 @@ class Simulation:
         burst = self.scenario.burst
         if burst.enabled and not job.pinned and job.queue != burst.queue:
             # wake the scheduler when the job has waited long enough to overflow
-            self.clock.call_at(job.submitted + burst.after_seconds, self._want_cycle, PRIORITY_CYCLE)
+            deadline = max(job.submitted + burst.after_seconds, self.clock.now())
+            self.clock.call_at(deadline, self._want_cycle, PRIORITY_CYCLE)
 
     def _submit(self, job: SimJob) -> None:
         group, pods = to_group(job, job.queue == self.scenario.burst.queue, job.restarts)
@@ -205,7 +207,7 @@ class Simulation:
         cloud = sum(per_pod for n in nodes if self.node_pool[n].is_cloud)
         if job.started is None:
             job.started = now
-        run = Running(job, group_key, nodes, local, cloud)
+        run = Running(job, group_key, nodes, local, cloud, now)
         run.timer = self.clock.call_at(now + job.record.duration_s, partial(self._finish, run), PRIORITY_RELEASE)
         self.running[group_key] = run
         for node in nodes:
@@ -246,11 +248,9 @@ class Simulation:
         if timer is not None:
             timer.cancel()  # type: ignore[attr-defined]
         now = self.clock.now()
-        lost = (now - (run.job.started or now)) * run.job.gpus
-        self.meter["lost_gpu_seconds"].add(lost, now)
+        self.meter["lost_gpu_seconds"].add((now - run.started_at) * run.job.gpus, now)
         self._release(run)
         run.job.restarts += 1
-        run.job.started = None
         self.events.append((now, f"{run.job.name}: restarted ({reason})"))
         self._demand(-run.job.gpus)
         self._arrive(run.job)
