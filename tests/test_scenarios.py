@@ -37,6 +37,7 @@ from tidegate.model.objects import (
     NodeAffinity,
     NodeSelectorTerm,
     PodGroupPhase,
+    QueueState,
     SchedulerConfiguration,
     TaintEffect,
     Toleration,
@@ -190,6 +191,34 @@ def test_queue_outside_the_tree_holds_only_its_own_jobs(queues: list) -> None:
     decisions = cluster.schedule(CAPACITY)
     assert list(bound(decisions)) == ["default/fine-0"]
     assert pending_reason(decisions, "default/stuck").startswith("queue lost is not in the queue tree")
+
+
+@pytest.mark.parametrize("config", [PROPORTION, CAPACITY], ids=["proportion", "capacity"])
+def test_closed_queue_takes_no_pods_not_even_best_effort(config: SchedulerConfiguration) -> None:
+    # The job was admitted before its queue was closed; neither allocate nor backfill may place its pods.
+    closed = queue("q")
+    closed.state = QueueState.CLOSED
+    cluster = Cluster(
+        nodes=nodes("n", 1, gpus=4),
+        queues=[closed],
+        jobs=[job("gpu", "q", 1, GPU, phase=INQUEUE), job("be", "q", 1, {}, phase=INQUEUE)],
+    )
+    decisions = cluster.schedule(config)
+    assert not decisions.binds
+    assert pending_reason(decisions, "default/gpu") == "queue q is Closed"
+    assert pending_reason(decisions, "default/be") == "queue q is Closed"
+
+
+def test_parent_queue_takes_no_best_effort_pods_either() -> None:
+    # A job admitted while org was still a leaf; now org has a child, so it takes nothing.
+    cluster = Cluster(
+        nodes=nodes("n", 1, gpus=4),
+        queues=[queue("org"), queue("team", parent="org")],
+        jobs=[job("be", "org", 1, {}, phase=INQUEUE)],
+    )
+    decisions = cluster.schedule(CAPACITY)
+    assert not decisions.binds
+    assert pending_reason(decisions, "default/be") == "queue org has child queues; only leaf queues take jobs"
 
 
 def test_siblings_share_the_parent_cap() -> None:

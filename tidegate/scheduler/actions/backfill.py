@@ -17,6 +17,11 @@ class Backfill:
                 for task in sorted(job.pending_tasks(), key=ssn.task_key):
                     if task.request.sum() != task.request[pods_col]:
                         continue  # not best-effort: allocate handles it
+                    # The queue must still take pods (Open, a leaf queue); quotas never bind best-effort pods.
+                    reason = ssn.queue_not_allocatable_reason(queue, task)
+                    if reason:
+                        job.reason = job.reason or reason
+                        break
                     row = ssn.best_node(task)
                     if row is not None:
                         stmt.allocate(task, row)
