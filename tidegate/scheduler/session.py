@@ -121,7 +121,7 @@ class Session:
         #: Counts every time capacity is given back (undo, job removed, nodes replaced): a shape that
         #: found no node at some count finds none while the count is unchanged.
         self.freed = 0
-        self._failed: dict[tuple[object, ...], int] = {}
+        self._failed: dict[object, int] = {}  # shape number (or shape) -> `freed` when it found no node
         self._explained: dict[tuple[object, ...], tuple[tuple[int, int, int], str]] = {}
         self._vectors: dict[Resources, IntArray] = {}
         self._requests: dict[Resources, _Request] = {}
@@ -554,7 +554,7 @@ class Session:
 
         A shape that found no node stays without one until some capacity is freed (placements only
         take capacity away), so a saturated cluster answers its long queue in O(1) a job."""
-        shape = task.shape
+        shape: object = task.shape_id if task.shape_id >= 0 else task.shape  # an int hashes for free
         if self._failed.get(shape) == self.freed:
             return None
         total = self._shape_cache(task).total
