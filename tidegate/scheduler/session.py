@@ -75,6 +75,8 @@ class ShapeCache:
 
 #: A request vector, the same as Python ints, and the GPU ask it makes.
 _Request = tuple[IntArray, tuple[int, ...], GpuRequest]
+#: What a pod's task takes from the session's interning: its _Request, then its shape and shape number.
+_PodEntry = tuple[IntArray, tuple[int, ...], GpuRequest, tuple[object, ...], int]
 #: A new job's counts (copied: iterating the enum for every job shows in profiles).
 _NO_TASKS = dict.fromkeys(TaskStatus, 0)
 _PENDING = TaskStatus.PENDING  # reading a member through the enum class costs ~0.2 us on Python 3.11
@@ -125,9 +127,8 @@ class Session:
         self._explained: dict[tuple[object, ...], tuple[tuple[int, int, int], str]] = {}
         self._vectors: dict[Resources, IntArray] = {}
         self._requests: dict[Resources, _Request] = {}
-        self._requests_by_id: dict[int, tuple[Resources, _Request]] = {}
         self._shape_ids: dict[tuple[object, ...], tuple[tuple[object, ...], int]] = {}
-        self._shapes_by_ident: dict[tuple[int, ...], tuple[tuple[object, ...], tuple[tuple[object, ...], int]]] = {}
+        self._pods_by_ident: dict[tuple[int, int, int, int], tuple[object, object, object, object, _PodEntry]] = {}
         #: While construction runs: (queue, request vector) -> pods, added to the queues' requests at the end.
         self._deferred_requests: dict[tuple[int, int], tuple[QueueInfo, IntArray, int]] | None = None
         self._build_jobs(snapshot.groups, snapshot.pods)
@@ -238,23 +239,35 @@ class Session:
             phase=group.phase,
         )
         deferred = self._deferred_requests
+        by_ident = self._pods_by_ident
+        tasks, counts = job.tasks, job.counts
         for pod in pods:
-            request, request_list, gpu = self._request_of(pod)
-            shape, shape_id = self._intern_shape(pod)
-            task = TaskInfo(
-                pod=pod,
-                job=job,
-                request=request,
-                gpu=gpu,
-                shape=shape,
-                request_list=request_list,
-                shape_id=shape_id,
-            )
-            job.tasks.append(task)
-            job.counts[_PENDING] += 1
-            job.priority = max(job.priority, pod.priority)
+            # Pods from one template share the objects their shape is made of: found by identity, the
+            # pod skips building and hashing its shape (the entry holds the objects, so their ids
+            # cannot be reused while the session lives; pods are values, not changed once here).
+            requests, selector, affinity, tolerations = pod.requests, pod.node_selector, pod.affinity, pod.tolerations
+            ident = (id(requests), id(selector), id(affinity), id(tolerations))
+            known = by_ident.get(ident)
+            if (
+                known is not None
+                and known[0] is requests
+                and known[1] is selector
+                and known[2] is affinity
+                and known[3] is tolerations
+            ):
+                entry = known[4]
+            else:
+                entry = self._pod_entry(pod)
+                by_ident[ident] = (requests, selector, affinity, tolerations, entry)
+            request, request_list, gpu, shape, shape_id = entry
+            task = TaskInfo(pod, job, request, gpu, shape, _PENDING, -1, (), request_list, shape_id)
+            tasks.append(task)
+            counts[_PENDING] += 1
+            if pod.priority > job.priority:
+                job.priority = pod.priority
             self.tasks[pod.key] = task
-            self._account_existing(task)
+            if pod.node_name or pod.phase is not PodPhase.PENDING:
+                self._account_existing(task)
             if deferred is None:
                 queue.request += request
                 for ancestor in queue.ancestors:
@@ -298,39 +311,20 @@ class Session:
         self._shapes.extend([None] * (len(self._shape_ids) - len(self._shapes)))
         return job
 
-    def _request_of(self, pod: Pod) -> _Request:
-        """The pod's request vector (plus one pod), as Python ints, and its GPU ask; shared by equal requests.
-
-        Pods built from one template share their requests object: looking it up by identity first skips
-        hashing it (the entry holds the object, so its id cannot be reused while the session lives)."""
+    def _pod_entry(self, pod: Pod) -> _PodEntry:
+        """The pod's request vector (plus one pod), the same as Python ints, its GPU ask, its shape key
+        (one tuple per distinct shape) and the shape's number; equal requests and shapes share them."""
         requests = pod.requests
-        held = self._requests_by_id.get(id(requests))
-        if held is not None and held[0] is requests:
-            return held[1]
         found = self._requests.get(requests)
         if found is None:
             vector = self.vector(requests + Resources({PODS: 1}))
             found = (vector, tuple(vector.tolist()), GpuRequest.of(pod))
             self._requests[requests] = found
-        self._requests_by_id[id(requests)] = (requests, found)
-        return found
-
-    def _intern_shape(self, pod: Pod) -> tuple[tuple[object, ...], int]:
-        """The pod's shape key (one tuple per distinct shape) and its number; pods sharing the objects the
-        shape is made of skip building and hashing it (pods are values: not changed once in a session)."""
-        parts = (pod.requests, pod.node_selector, pod.affinity, pod.tolerations)
-        ident = (id(parts[0]), id(parts[1]), id(parts[2]), id(parts[3]))
-        held = self._shapes_by_ident.get(ident)
-        if held is not None:
-            objects = held[0]
-            if objects[0] is parts[0] and objects[1] is parts[1] and objects[2] is parts[2] and objects[3] is parts[3]:
-                return held[1]
         shape = _shape_of(pod, pod.affinity)
-        found = self._shape_ids.get(shape)
-        if found is None:
-            found = self._shape_ids[shape] = (shape, len(self._shape_ids))
-        self._shapes_by_ident[ident] = (parts, found)
-        return found
+        numbered = self._shape_ids.get(shape)
+        if numbered is None:
+            numbered = self._shape_ids[shape] = (shape, len(self._shape_ids))
+        return (*found, *numbered)
 
     def _scalar_twins(self) -> tuple[list[RowFilter], list[RowScore]] | None:
         """Scalar twins of every dynamic filter and score, or None when one lacks its twin."""
