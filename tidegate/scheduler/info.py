@@ -79,6 +79,8 @@ class TaskInfo:
     request_list: tuple[int, ...] = ()
     #: Small integer naming the shape within the session (index of its placement cache).
     shape_id: int = -1
+    #: (column, amount) for every resource the request names, in column order (shared by equal requests).
+    request_nonzero: tuple[tuple[int, int], ...] = ()
 
     @property
     def key(self) -> str:

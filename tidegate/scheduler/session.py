@@ -73,10 +73,10 @@ class ShapeCache:
     seen: int  # position in NodeTable.changes already folded in (never ahead of dynamic.seen)
 
 
-#: A request vector, the same as Python ints, and the GPU ask it makes.
-_Request = tuple[IntArray, tuple[int, ...], GpuRequest]
+#: A request vector, the same as Python ints, the GPU ask it makes, and its (column, amount) pairs.
+_Request = tuple[IntArray, tuple[int, ...], GpuRequest, tuple[tuple[int, int], ...]]
 #: What a pod's task takes from the session's interning: its _Request, then its shape and shape number.
-_PodEntry = tuple[IntArray, tuple[int, ...], GpuRequest, tuple[object, ...], int]
+_PodEntry = tuple[IntArray, tuple[int, ...], GpuRequest, tuple[tuple[int, int], ...], tuple[object, ...], int]
 #: A new job's counts (copied: iterating the enum for every job shows in profiles).
 _NO_TASKS = dict.fromkeys(TaskStatus, 0)
 _PENDING = TaskStatus.PENDING  # reading a member through the enum class costs ~0.2 us on Python 3.11
@@ -259,8 +259,8 @@ class Session:
             else:
                 entry = self._pod_entry(pod)
                 by_ident[ident] = (requests, selector, affinity, tolerations, entry)
-            request, request_list, gpu, shape, shape_id = entry
-            task = TaskInfo(pod, job, request, gpu, shape, _PENDING, -1, (), request_list, shape_id)
+            request, request_list, gpu, nonzero, shape, shape_id = entry
+            task = TaskInfo(pod, job, request, gpu, shape, _PENDING, -1, (), request_list, shape_id, nonzero)
             tasks.append(task)
             counts[_PENDING] += 1
             if pod.priority > job.priority:
@@ -318,7 +318,8 @@ class Session:
         found = self._requests.get(requests)
         if found is None:
             vector = self.vector(requests + Resources({PODS: 1}))
-            found = (vector, tuple(vector.tolist()), GpuRequest.of(pod))
+            listed: tuple[int, ...] = tuple(vector.tolist())
+            found = (vector, listed, GpuRequest.of(pod), tuple((c, a) for c, a in enumerate(listed) if a))
             self._requests[requests] = found
         shape = _shape_of(pod, pod.affinity)
         numbered = self._shape_ids.get(shape)

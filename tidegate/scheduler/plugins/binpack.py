@@ -65,6 +65,20 @@ class BinpackPlugin(Plugin):
         used = self.ssn.table.used_row(row)
         alloc_row = self._alloc_rows[row]
         request = task.request_list or task.request.tolist()
+        if len(self._col_weights) == 2:  # the usual cpu + memory, unrolled
+            (c0, w0), (c1, w1) = self._col_weights
+            a0, a1 = request[c0], request[c1]
+            if a0 <= 0 and a1 <= 0:
+                return 0.0
+            if a0 <= 0:
+                w0 = w0 * False
+            if a1 <= 0:
+                w1 = w1 * False
+            alloc0, alloc1 = alloc_row
+            f0, f1 = float(used[c0] + a0), float(used[c1] + a1)
+            t0 = (f0 / alloc0 if alloc0 > 0 and f0 <= alloc0 else 0.0) * w0
+            t1 = (f1 / alloc1 if alloc1 > 0 and f1 <= alloc1 else 0.0) * w1
+            return (t0 + t1) / (w0 + w1) * MAX_SCORE * self.weight
         weighted = weight_sum = 0.0
         asked = False
         for i, (col, weight) in enumerate(self._col_weights):

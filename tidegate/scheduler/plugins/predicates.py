@@ -60,8 +60,8 @@ class PredicatesPlugin(Plugin):
         """fit() for one node, in Python ints."""
         table = self.ssn.table
         alloc, used = table.alloc_rows[row], table.used_row(row)
-        for col, amount in enumerate(task.request_list or task.request.tolist()):
-            if amount and alloc[col] - used[col] < amount:
+        for col, amount in task.request_nonzero or [(c, a) for c, a in enumerate(task.request.tolist()) if a]:
+            if alloc[col] - used[col] < amount:
                 return False
         return True
 
