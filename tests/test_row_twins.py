@@ -92,6 +92,7 @@ def test_twins_match_the_vector_forms_bit_for_bit(seed: int, config: SchedulerCo
         table = ssn.table
         free = table.card_exists & ~table.card_whole & (table.card_used_mem == 0) & (table.card_used_milli == 0)
         assert (table.free_cards(slice(None)) == free.sum(axis=1)).all()
+        assert table.card_free_bits == [sum(1 << int(c) for c in np.flatnonzero(row)) for row in free]
         for probe in tasks:
             for row in range(len(ssn.table)):
                 rows = np.array([row])

@@ -115,6 +115,8 @@ class NodeTable:
         self.card_whole: BoolArray = np.zeros((n, width), dtype=bool)
         #: Per node, cards untouched by any pod (kept up to date by take_cards / release_cards).
         self.card_free: IntArray = self.card_exists.sum(axis=1).astype(np.int64)
+        #: The same as bits of a Python int per node (bit c: card c untouched), for scalar code.
+        self.card_free_bits: list[int] = [(1 << count) - 1 for count in cards]
         self.changes: list[int] = []
         #: Rows as Python ints for scalar code: alloc never changes in a session; used rows are
         #: converted on demand and forgotten when the row changes.
@@ -165,22 +167,29 @@ class NodeTable:
 
     def take_cards(self, row: int, cards: tuple[int, ...], mem_mib: int, milli: int, whole: bool) -> None:
         for card in cards:
-            was_free = self._card_is_free(row, card)
+            was_free = bool(self.card_free_bits[row] >> card & 1)
             if whole:
                 self.card_whole[row, card] = True  # a whole-taken card is never free
-                if was_free:
-                    self.card_free[row] -= 1
+                now_free = False
             else:
                 self.card_used_mem[row, card] += mem_mib
                 self.card_used_milli[row, card] += milli
-                self.card_free[row] += self._card_is_free(row, card) - was_free
+                now_free = self._card_is_free(row, card)
+            if now_free != was_free:
+                self._set_free(row, card, now_free)
 
     def release_cards(self, row: int, cards: tuple[int, ...], mem_mib: int, milli: int, whole: bool) -> None:
         for card in cards:
-            was_free = self._card_is_free(row, card)
+            was_free = bool(self.card_free_bits[row] >> card & 1)
             if whole:
                 self.card_whole[row, card] = False
             else:
                 self.card_used_mem[row, card] -= mem_mib
                 self.card_used_milli[row, card] -= milli
-            self.card_free[row] += self._card_is_free(row, card) - was_free
+            now_free = self._card_is_free(row, card)
+            if now_free != was_free:
+                self._set_free(row, card, now_free)
+
+    def _set_free(self, row: int, card: int, free: bool) -> None:
+        self.card_free[row] += 1 if free else -1
+        self.card_free_bits[row] ^= 1 << card

@@ -74,7 +74,7 @@ class GpuSharePlugin(Plugin):
         gpu = task.gpu
         table = self.ssn.table
         if gpu.whole:
-            return bool(table.card_free[row] >= gpu.whole)
+            return table.card_free_bits[row].bit_count() >= gpu.whole
         if gpu.shared:
             exists, whole = table.card_exists[row].tolist(), table.card_whole[row].tolist()
             mem, used_mem = table.card_mem[row].tolist(), table.card_used_mem[row].tolist()
@@ -100,15 +100,14 @@ class GpuSharePlugin(Plugin):
     def select(self, task: TaskInfo, row: int) -> tuple[int, ...]:
         table = self.ssn.table
         gpu = task.gpu
-        if gpu.whole:  # the first untouched cards, in Python (numpy's per-call cost dominates on 8 cards)
-            exists, whole = table.card_exists[row].tolist(), table.card_whole[row].tolist()
-            used_mem, used_milli = table.card_used_mem[row].tolist(), table.card_used_milli[row].tolist()
-            free = [
-                card
-                for card, present in enumerate(exists)
-                if present and not whole[card] and used_mem[card] == 0 and used_milli[card] == 0
-            ]
-            return tuple(free[: gpu.whole])
+        if gpu.whole:  # the first untouched cards, lowest index first, from the node's free-card bits
+            bits = table.card_free_bits[row]
+            chosen: list[int] = []
+            while bits and len(chosen) < gpu.whole:
+                lowest = bits & -bits
+                chosen.append(lowest.bit_length() - 1)
+                bits ^= lowest
+            return tuple(chosen)
         ok = self._slice_fits(task, np.array([row]))[0]
         cards = np.flatnonzero(ok)
         if not len(cards):
