@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from sim_builders import write_sim
 
-from sim_builders import write_sim  # tests/ is on sys.path (rootdir conftest-free import)
 from tidegate.model.objects import Queue
 from tidegate.model.resources import Resources
 from tidegate.sim.core import SnapshotCore

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
 from tidegate.model.errors import ManifestErrors
 from tidegate.sim.loader import load_simulation
@@ -39,7 +39,7 @@ def simulate(
         console=err,
         transient=False,
     ) as progress:
-        tasks: dict[str, int] = {}
+        tasks: dict[str, TaskID] = {}
 
         def advance(scenario: str, now: float, horizon: float) -> None:
             if scenario not in tasks:
