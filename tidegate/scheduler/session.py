@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -58,6 +58,10 @@ class DynamicCache:
     fit_list: list[bool]
     score_lists: list[list[float]]
     seen: int  # position in NodeTable.changes already folded in
+    slots: list[tuple[FloatArray, list[float]]] = field(default_factory=list)  # (score, its list), paired
+
+    def __post_init__(self) -> None:
+        self.slots = list(zip(self.scores, self.score_lists, strict=True))
 
 
 @dataclass(slots=True)
@@ -501,8 +505,24 @@ class Session:
         changes = self.table.changes
         pending = set(changes[cache.seen :]) if len(changes) - cache.seen > 1 else (changes[-1],)
         cache.seen = len(changes)
-        if self._row_twins is not None and len(pending) <= SCALAR_ROWS:
-            self._refresh_scalar(task, cache, pending)
+        twins = self._row_twins
+        if twins is not None and len(pending) <= SCALAR_ROWS:
+            # Inline (this runs for nearly every placement): each changed node through the scalar twins.
+            row_filters, row_scores = twins
+            schedulable, fit, fit_list = self.table.schedulable_rows, cache.fit, cache.fit_list
+            slots = cache.slots
+            for row in pending:
+                if not schedulable[row]:
+                    continue
+                ok = True
+                for row_filter in row_filters:
+                    if not row_filter(task, row):
+                        ok = False
+                        break
+                fit[row] = fit_list[row] = ok
+                if ok:  # scores are read only where the task fits; a row that stops fitting changes again first
+                    for (vector, score_list), row_score in zip(slots, row_scores, strict=True):
+                        vector[row] = score_list[row] = row_score(task, row)
             return
         rows = np.array(sorted(pending), dtype=np.int64)
         rows = rows[self.table.schedulable[rows]]
@@ -513,7 +533,7 @@ class Session:
         fit_list = cache.fit_list
         for row, value in zip(listed, cache.fit[rows].tolist(), strict=True):
             fit_list[row] = value
-        for vector, score_list in zip(cache.scores, cache.score_lists, strict=True):
+        for vector, score_list in cache.slots:
             for row, value in zip(listed, vector[rows].tolist(), strict=True):
                 score_list[row] = value
 
@@ -525,24 +545,6 @@ class Session:
         fit[rows] = True if fits is None else fits
         for vector, dynamic_score in zip(scores, self.ext.dynamic_scores, strict=True):
             vector[rows] = dynamic_score(task, rows)
-
-    def _refresh_scalar(self, task: TaskInfo, cache: DynamicCache, rows: Collection[int]) -> None:
-        assert self._row_twins is not None
-        row_filters, row_scores = self._row_twins
-        schedulable, fit, fit_list = self.table.schedulable_rows, cache.fit, cache.fit_list
-        scored = list(zip(cache.scores, cache.score_lists, row_scores, strict=True))
-        for row in rows:
-            if not schedulable[row]:
-                continue
-            ok = True
-            for row_filter in row_filters:
-                if not row_filter(task, row):
-                    ok = False
-                    break
-            fit[row] = fit_list[row] = ok
-            if ok:  # scores are read only where the task fits; a row that stops fitting changes again first
-                for vector, score_list, row_score in scored:
-                    vector[row] = score_list[row] = row_score(task, row)
 
     def best_node(self, task: TaskInfo) -> int | None:
         """The highest-scoring node the task fits on now (lowest index on ties), or None.
@@ -657,6 +659,7 @@ class Session:
             handler(task)
 
     def apply_evict(self, task: TaskInfo, reason: str) -> None:
+        self.freed += 1  # the victim's quota is given back
         self.table.releasing[task.node] += task.request
         self.table.changes.append(task.node)
         task.job.set_status(task, TaskStatus.RELEASING)
