@@ -107,6 +107,10 @@ class JobInfo:
     reason: str = ""
     #: minResources is covered by its pods' requests (then a fully placed gang reserves nothing more).
     min_within_requests: bool = True
+    #: `Session.freed` when allocate (enqueue) last failed the job: while nothing is freed it would fail
+    #: again (placements and admissions only take capacity and quota), so cycles skip it.
+    blocked_at: int = -1
+    enqueue_blocked_at: int = -1
 
     @property
     def key(self) -> str:

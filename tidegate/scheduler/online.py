@@ -77,6 +77,7 @@ class OnlineScheduler:
         if info is None:
             raise ValueError(f"queue {queue.name} does not exist")
         info.queue = queue
+        self.ssn.freed += 1  # quotas may have grown: jobs blocked on them get another look
 
     # -- a cycle ------------------------------------------------------------------------------------
     def cycle(self, now: float) -> Decisions:

@@ -15,14 +15,15 @@ from tidegate.scheduler.info import JobInfo, QueueInfo, TaskInfo, TaskStatus
 from tidegate.scheduler.session import Session
 
 
-def schedulable_jobs(ssn: Session, queue: QueueInfo) -> list[JobInfo]:
-    """Jobs of the queue with pending pods that the session may place now."""
+def schedulable_jobs(ssn: Session, queue: QueueInfo, skip_blocked: bool = False) -> list[JobInfo]:
+    """Jobs of the queue with pending pods that the session may place now (with `skip_blocked`, not
+    those allocate failed while nothing has been freed since)."""
     gated = "enqueue" in ssn.config.actions
     out = []
     for job in queue.jobs:
         if gated and job.phase is PodGroupPhase.PENDING:
             continue
-        if not job.counts[TaskStatus.PENDING]:
+        if not job.counts[TaskStatus.PENDING] or (skip_blocked and job.blocked_at == ssn.freed):
             continue
         reason = ssn.job_invalid_reason(job)
         if reason:
@@ -69,7 +70,7 @@ class Allocate:
         jobs: dict[str, _Line] = {}
         queue_heap: list[tuple[tuple[object, ...], int, QueueInfo]] = []
         for queue in ssn.queues.values():
-            ready = schedulable_jobs(ssn, queue)
+            ready = schedulable_jobs(ssn, queue, skip_blocked=True)
             if ready:
                 jobs[queue.name] = _Line([(ssn.job_key(j), next(seq), j) for j in ready])
                 heapq.heappush(queue_heap, (ssn.queue_key(queue), next(seq), queue))
@@ -116,10 +117,13 @@ class Allocate:
         if ssn.job_ready(job):
             stmt.commit()
             job.reason = failure
+            if failure and not more:
+                job.blocked_at = ssn.freed
             return more
         placed = job.ready_num
         stmt.discard()
         job.reason = self._gang_reason(job, placed, failure)
+        job.blocked_at = ssn.freed
         return False
 
     @staticmethod

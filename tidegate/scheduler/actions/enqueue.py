@@ -35,11 +35,12 @@ class Enqueue:
         for queue in queues:
             pending = [job for job in queue.jobs if job.phase is PodGroupPhase.PENDING]
             for job in sorted(pending, key=ssn.job_key):
-                if job.phase is not PodGroupPhase.PENDING:
+                if job.phase is not PodGroupPhase.PENDING or job.enqueue_blocked_at == ssn.freed:
                     continue
                 reason = ssn.job_invalid_reason(job) or ssn.job_not_enqueueable_reason(job)
                 if reason:
                     job.reason = reason
+                    job.enqueue_blocked_at = ssn.freed
                     continue
                 job.phase = PodGroupPhase.INQUEUE
                 for level in (queue, *queue.ancestors):
