@@ -456,8 +456,10 @@ class Session:
             dynamic = cache.dynamic
             if dynamic.seen < len(changes):
                 self._sync_dynamic(task, dynamic)
-            pending = changes[cache.seen :]  # repeats are harmless here: a row patched twice gets one value
+            pending: Collection[int] = changes[cache.seen :]
             cache.seen = len(changes)
+            if len(pending) > 8:  # binpack stacks pods on a node: most rows repeat (a set costs less than them)
+                pending = set(pending)
             if len(pending) > SCALAR_TOTAL_ROWS:
                 cache.total = self._totals(cache.static_mask, cache.static_score, dynamic)
             else:  # the same sums in Python floats (IEEE doubles, added in the same order)
