@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Callable
+from functools import partial
 
 import numpy as np
 
@@ -117,3 +119,57 @@ def _cards_fit(ssn: Session, task: TaskInfo, row: int, extra_victims: list[TaskI
     if gpu.milli:
         usable &= CARD_MILLI - milli >= gpu.milli
     return bool(usable.any())
+
+
+class EvictionAction(ABC):
+    """Shared loop of preempt and reclaim: for each queue in order, each starving job evicts victims
+    for its pending pods through one statement, kept only if the job is then pipelined (gang)."""
+
+    name = ""
+    reason = ""
+
+    def skip_queue(self, ssn: Session, queue: QueueInfo) -> bool:
+        return False
+
+    def may_try(self, ssn: Session, queue: QueueInfo, task: TaskInfo) -> bool:
+        return True
+
+    @abstractmethod
+    def eligible(self, queue: QueueInfo, task: TaskInfo, victim: TaskInfo) -> bool:
+        """May `victim` make room for `task` of `queue`?"""
+
+    @abstractmethod
+    def filters(self, ssn: Session) -> list[VictimFilter]:
+        """The plugins' victim filters this action consults."""
+
+    def quota_fits(self, ssn: Session, queue: QueueInfo, task: TaskInfo) -> Callable[[], bool] | None:
+        return None
+
+    def execute(self, ssn: Session) -> None:
+        by_node: dict[int, list[TaskInfo]] | None = None  # built on first need: most cycles starve no one
+        for queue in sorted(ssn.queues.values(), key=ssn.queue_key):
+            if self.skip_queue(ssn, queue):
+                continue
+            for job in starving_jobs(ssn, queue):
+                stmt = ssn.statement()
+                for task in sorted(job.pending_tasks(), key=ssn.task_key):
+                    if not ssn.job_starving(job):
+                        break
+                    if not self.may_try(ssn, queue, task):
+                        continue
+                    if by_node is None:
+                        by_node = running_by_node(ssn)
+                    evict_for(
+                        ssn,
+                        stmt,
+                        task,
+                        by_node,
+                        eligible=partial(self.eligible, queue, task),
+                        filters=self.filters(ssn),
+                        reason=self.reason.format(job=job.key, queue=queue.name),
+                        quota_fits=self.quota_fits(ssn, queue, task),
+                    )
+                if ssn.job_pipelined(job):
+                    stmt.commit()
+                else:
+                    stmt.discard()
