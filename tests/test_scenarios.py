@@ -37,6 +37,7 @@ from tidegate.model.objects import (
     NodeAffinity,
     NodeSelectorTerm,
     PodGroupPhase,
+    PodPhase,
     QueueState,
     SchedulerConfiguration,
     TaintEffect,
@@ -289,6 +290,26 @@ def test_proportion_water_filling(case: WaterCase) -> None:
     decisions = cluster.schedule(PROPORTION)
     counts = count_by_prefix(bound(decisions), *(f"default/j{n}-" for n in names))
     assert tuple(counts.values()) == tuple(int(d) for d in case.deserved)
+
+
+def test_finished_pods_ask_for_nothing() -> None:
+    # Weights 3:1 on 4 cards. q1 has 10 Succeeded pods and 2 pending, q2 has 4 pending. As in Volcano, a
+    # queue's request is its allocated plus pending pods: q1 asks 2, so round 1 gives q1 min(3, 2) = 2 (met)
+    # and q2 1; round 2 gives q2 the remaining 1 -> 2. Counting finished pods would leave q1 deserving 3 it
+    # cannot use and q2 only 1, with a card idle.
+    done = job("done", "q1", 10, GPU, min_member=1, phase=RUNNING)
+    for pod in done.pods:
+        pod.phase = PodPhase.SUCCEEDED
+    cluster = Cluster(
+        nodes=nodes("n", 2, gpus=2),
+        queues=[queue("q1", weight=3), queue("q2", weight=1)],
+        jobs=[done, job("a", "q1", 2, GPU, min_member=1), job("b", "q2", 4, GPU, min_member=1)],
+    )
+    ssn = session(cluster, PROPORTION)
+    plugin = next(p for p in ssn.plugins if isinstance(p, ProportionPlugin))
+    assert [gpus(ssn, plugin.deserved_of(ssn.queues[n])) for n in ("q1", "q2")] == [2, 2]
+    decisions = cluster.schedule(PROPORTION)
+    assert count_by_prefix(bound(decisions), "default/a-", "default/b-") == {"default/a-": 2, "default/b-": 2}
 
 
 def test_proportion_reason_when_at_deserved_share() -> None:
