@@ -83,8 +83,9 @@ def decide_jobs(ssn: Session, jobs: Iterable[JobInfo]) -> Decisions:
     # The log keeps every allocation, including ones a Statement later discarded; a task discarded and then
     # allocated again (allocate, then backfill) appears twice. Bind it once, in its final placement order.
     binds: dict[str, Bind] = {}
+    allocated, pending_status, pipelined_status = TaskStatus.ALLOCATED, TaskStatus.PENDING, TaskStatus.PIPELINED
     for task in ssn.allocation_log:
-        if task.status is TaskStatus.ALLOCATED and task.node >= 0:
+        if task.status is allocated and task.node >= 0:
             key = task.key
             binds.pop(key, None)
             binds[key] = Bind(key, names[task.node], task.cards)
@@ -94,13 +95,13 @@ def decide_jobs(ssn: Session, jobs: Iterable[JobInfo]) -> Decisions:
         out.evictions.append(Evict(key, names[task.node], reason))
     for job in jobs:
         counts = job.counts
-        pipelined = counts.get(TaskStatus.PIPELINED, 0)
+        pipelined = counts.get(pipelined_status, 0)
         if pipelined:
             for task in job.tasks:
-                if task.status is TaskStatus.PIPELINED:
+                if task.status is pipelined_status:
                     out.pipelined.append(Pipeline(task.key, names[task.node]))
         phase = ssn.final_phase(job)
-        waiting = counts[TaskStatus.PENDING] + pipelined
+        waiting = counts[pending_status] + pipelined
         ready, needed = job.ready_num, job.min_available
         if ready < needed:
             waiting = max(waiting, needed - ready)

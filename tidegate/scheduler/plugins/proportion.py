@@ -40,7 +40,7 @@ class ProportionPlugin(Plugin):
                 real = np.minimum(real, cap)
             self.real_capability[q.name] = real
         self._water_fill(queues, total)
-        self._deserved_cache: dict[str, list[tuple[int, float]]] = {}
+        self._deserved_cache: dict[QueueInfo, list[tuple[int, float]]] = {}
         ssn.ext.queue_order.append(self._queue_order)
         ssn.ext.queue_overused.append(self._overused)
         ssn.ext.queue_allocatable.append(self._allocatable)
@@ -86,11 +86,11 @@ class ProportionPlugin(Plugin):
     def _deserved_dims(self, queue: QueueInfo) -> list[tuple[int, float]]:
         """(column, deserved) over the quota dimensions as Python numbers: the per-placement checks below
         run on a handful of numbers, where numpy's per-call cost would dominate."""
-        found = self._deserved_cache.get(queue.name)
+        found = self._deserved_cache.get(queue)
         if found is None:
             deserved = self.deserved_of(queue)
             found = [(int(col), float(deserved[col])) for col in np.flatnonzero(self.dims)]
-            self._deserved_cache[queue.name] = found
+            self._deserved_cache[queue] = found
         return found
 
     def _queue_order(self, queue: Any) -> float:
@@ -100,16 +100,19 @@ class ProportionPlugin(Plugin):
         for col, want in self._deserved_dims(queue):
             have = float(allocated[col])
             if want > 0:
-                result = max(result, have / want)
-            elif have > 0:
-                result = max(result, 1.0)
+                have = have / want
+                if have > result:  # max(result, have)
+                    result = have
+            elif have > 0 and result < 1.0:
+                result = 1.0
         return result
 
     def _overused(self, queue: QueueInfo) -> str | None:
         allocated = queue.allocated.tolist()
-        if all(want <= float(allocated[col]) for col, want in self._deserved_dims(queue)):
-            return f"queue {queue.name} overused: allocated reached its deserved share"
-        return None
+        for col, want in self._deserved_dims(queue):
+            if not want <= float(allocated[col]):
+                return None
+        return f"queue {queue.name} overused: allocated reached its deserved share"
 
     def _allocatable(self, queue: QueueInfo, task: TaskInfo) -> str | None:
         if queue.queue.state is not QueueState.OPEN:
