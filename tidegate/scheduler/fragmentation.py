@@ -129,24 +129,10 @@ class CardShares:
 
     def _refresh(self, rows: IntArray) -> None:
         table = self.table
+        self.share[rows] = card_share(table, rows, table.card_used_milli[rows], table.card_used_mem[rows])
         self.rows_changed = rows.tolist()
-        if len(rows) > 4:
-            self.share[rows] = card_share(table, rows, table.card_used_milli[rows], table.card_used_mem[rows])
-            for row in self.rows_changed:
-                self._lists[row] = None
-            return
-        for row in self.rows_changed:  # numpy's per-call cost dominates for a few rows of a few cards
-            exists, whole = table.card_exists[row].tolist(), table.card_whole[row].tolist()
-            used_milli, used_mem = table.card_used_milli[row].tolist(), table.card_used_mem[row].tolist()
-            mem = table.card_mem[row].tolist()
-            shares = [
-                _share_one(CARD_MILLI - used_milli[c], mem[c], mem[c] - used_mem[c])
-                if exists[c] and not whole[c]
-                else 0
-                for c in range(len(exists))
-            ]
-            self.share[row] = shares
-            self._lists[row] = shares
+        for row in self.rows_changed:
+            self._lists[row] = None
 
     def row(self, row: int) -> list[int]:
         """The node's card shares as Python ints (do not modify)."""
@@ -198,6 +184,9 @@ class FragmentationModel:
         # less than any request) and of class at most g (index 0: none), classes ordered by size.
         self.slice_table: IntArray = slice_counts.cumsum(axis=1).cumsum(axis=2).cumsum(axis=3)
         self.whole_table: IntArray = whole_counts.cumsum(axis=1).cumsum(axis=2).cumsum(axis=3)
+        self._slice_width, self._whole_width = len(slices) + 1, len(wholes) + 1
+        self._slice_flat = [table.ravel() for table in self.slice_table]
+        self._whole_flat = [table.ravel() for table in self.whole_table]
         self._slice_lists: list[list[list[list[int]]]] = self.slice_table.tolist()
         self._whole_lists: list[list[list[list[int]]]] = self.whole_table.tolist()
         self.total = sum(s.count for s in shapes)
@@ -210,47 +199,49 @@ class FragmentationModel:
 
     # -- vector forms --------------------------------------------------------------------------------
     def _free(self, rows: IntArray) -> tuple[IntArray, IntArray]:
+        """Free CPU and memory of `rows` (a column first, then the rows: cheaper than 2-D indexing)."""
         table = self.table
-        cpu = table.alloc[rows, self.cpu_col] - table.used[rows, self.cpu_col]
-        memory = table.alloc[rows, self.memory_col] - table.used[rows, self.memory_col]
+        cpu = table.alloc[:, self.cpu_col][rows] - table.used[:, self.cpu_col][rows]
+        memory = table.alloc[:, self.memory_col][rows] - table.used[:, self.memory_col][rows]
         return cpu, memory
 
-    def _tables(self, rows: IntArray, cpu: IntArray, memory: IntArray) -> tuple[IntArray, IntArray]:
-        """Per row, the cumulative counts CS (over slice classes) and CW (over whole classes) that fit."""
+    def _cells(self, cpu: IntArray, memory: IntArray) -> IntArray:
+        """Per row, the (CPU, memory) cell of the tables its free CPU and memory fall in, flattened."""
         i = np.searchsorted(self.cpu_values, cpu, side="right")
         j = np.searchsorted(self.memory_values, memory, side="right")
-        slice_cum: IntArray = self.slice_table[0, i, j]
-        whole_cum: IntArray = self.whole_table[0, i, j]
-        if self.masked:
-            slice_cum = slice_cum * self.masks[0, rows, None]
-            whole_cum = whole_cum * self.masks[0, rows, None]
-            for k in range(1, len(self.masks)):
-                slice_cum = slice_cum + self.slice_table[k, i, j] * self.masks[k, rows, None]
-                whole_cum = whole_cum + self.whole_table[k, i, j] * self.masks[k, rows, None]
-        return slice_cum, whole_cum
-
-    def _usable(self, slice_cum: IntArray, share: IntArray) -> IntArray:
-        """Per card: its free share times the mix count of slices it could take."""
-        out: IntArray = share * np.take_along_axis(slice_cum, self.slice_rank[share], axis=1)
+        out: IntArray = i * (len(self.memory_values) + 1) + j
         return out
 
-    def _whole_usable(self, whole_cum: IntArray, untouched: IntArray) -> IntArray:
+    def _mix_count(self, flat: list[IntArray], rows: IntArray, index: IntArray) -> IntArray:
+        """flat[k][index] summed over the static classes k whose mask lets each row in (index: rows first)."""
+        out: IntArray = flat[0].take(index)
+        if self.masked:
+            shape = (len(rows),) + (1,) * (index.ndim - 1)
+            out = out * self.masks[0, rows].reshape(shape)
+            for k in range(1, len(flat)):
+                out = out + flat[k].take(index) * self.masks[k, rows].reshape(shape)
+        return out
+
+    def _usable(self, rows: IntArray, cells: IntArray, share: IntArray) -> IntArray:
+        """Per card: its free share times the mix count of slices that fit the node and the card (CS)."""
+        index = (cells * self._slice_width)[:, None] + self.slice_rank[share]
+        out: IntArray = share * self._mix_count(self._slice_flat, rows, index)
+        return out
+
+    def _whole_usable(self, rows: IntArray, cells: IntArray, untouched: IntArray) -> IntArray:
         """Per node (or per node and option, for a 2-D `untouched`): 1000 x untouched cards x the mix
-        count of whole-card shapes that many cards could take."""
-        rank = self.whole_rank[untouched]
-        if untouched.ndim == 1:
-            out: IntArray = CARD_MILLI * untouched * np.take_along_axis(whole_cum, rank[:, None], axis=1)[:, 0]
-        else:
-            out = CARD_MILLI * untouched * np.take_along_axis(whole_cum, rank, axis=1)
+        count of whole-card shapes that fit the node and that many cards (CW)."""
+        base = cells * self._whole_width
+        index = (base if untouched.ndim == 1 else base[:, None]) + self.whole_rank[untouched]
+        out: IntArray = CARD_MILLI * untouched * self._mix_count(self._whole_flat, rows, index)
         return out
 
     def fragmented(self, rows: IntArray) -> IntArray:
         """Fragmented milli-GPU x C of each node of `rows` now."""
         share = self.shares.share[rows]
-        cpu, memory = self._free(rows)
-        slice_cum, whole_cum = self._tables(rows, cpu, memory)
+        cells = self._cells(*self._free(rows))
         untouched = (share == CARD_MILLI).sum(axis=1)
-        usable = self._usable(slice_cum, share).sum(axis=1) + self._whole_usable(whole_cum, untouched)
+        usable = self._usable(rows, cells, share).sum(axis=1) + self._whole_usable(rows, cells, untouched)
         out: IntArray = self.total * share.sum(axis=1) - usable
         return out
 
@@ -262,21 +253,33 @@ class FragmentationModel:
         out: FloatArray = self.fragmented(rows) / self.total
         return out
 
-    def after(self, rows: IntArray, cpu: int, memory: int, gpu: GpuRequest) -> IntArray:
+    def after(
+        self,
+        rows: IntArray,
+        cpu: int,
+        memory: int,
+        gpu: GpuRequest,
+        known: tuple[IntArray, IntArray, IntArray] | None = None,
+    ) -> IntArray:
         """Fragmented milli-GPU x C of each node of `rows` after placing this request on it.
 
         Shape (rows, cards) for a GPU slice: the slice on each card (NEVER where the card has no room);
         shape (rows, 1) otherwise (whole cards take untouched ones, which are all alike; NEVER where too
         few are untouched). CPU and memory are not checked: callers place only where the pod fits.
+        `known` spares gathering again what the caller has: (card shares, free CPU, free memory) of `rows`.
         """
         table = self.table
-        share = self.shares.share[rows]
-        free_cpu, free_memory = self._free(rows)
-        slice_cum, whole_cum = self._tables(rows, free_cpu - cpu, free_memory - memory)
-        usable = self._usable(slice_cum, share)
+        if known is None:
+            share = self.shares.share[rows]
+            free_cpu, free_memory = self._free(rows)
+        else:
+            share, free_cpu, free_memory = known
+        cells = self._cells(free_cpu - cpu, free_memory - memory)
+        usable = self._usable(rows, cells, share)
         base = usable.sum(axis=1)
         free = share.sum(axis=1)
-        untouched = (share == CARD_MILLI).sum(axis=1)
+        full = share == CARD_MILLI
+        untouched = full.sum(axis=1)
         total = self.total
         if gpu.shared:
             if not gpu.mem_mib and not table.card_used_mem[rows].any():  # shares are 1000 - thousandths used
@@ -289,21 +292,20 @@ class FragmentationModel:
                 if gpu.mem_mib:
                     fits &= used_mem <= table.card_mem[rows]
                 left = np.where(fits, card_share(table, rows, used_milli, used_mem), 0)
-            usable_after = base[:, None] - usable + self._usable(slice_cum, left)
-            untouched_after = untouched[:, None] - (share == CARD_MILLI)
-            whole_after = self._whole_usable(whole_cum, untouched_after)
+            usable_after = base[:, None] - usable + self._usable(rows, cells, left)
+            whole_after = self._whole_usable(rows, cells, untouched[:, None] - full)
             frag: IntArray = total * (free[:, None] - share + left) - usable_after - whole_after
             frag[~fits] = NEVER
             return frag
         if gpu.whole:
             k = gpu.whole
             rest = np.maximum(untouched - k, 0)
-            one_card = CARD_MILLI * slice_cum[:, self.slice_rank[CARD_MILLI]]
-            usable_after = base - k * one_card + self._whole_usable(whole_cum, rest)
+            one_card = self._usable(rows, cells, np.full((len(rows), 1), CARD_MILLI))[:, 0]
+            usable_after = base - k * one_card + self._whole_usable(rows, cells, rest)
             frag = total * (free - CARD_MILLI * k) - usable_after
             frag[untouched < k] = NEVER
             return frag[:, None]
-        frag = total * free - base - self._whole_usable(whole_cum, untouched)
+        frag = total * free - base - self._whole_usable(rows, cells, untouched)
         return frag[:, None]
 
     # -- one-node forms (the same integers, in Python) -------------------------------------------------

@@ -32,8 +32,10 @@ has not shown yet; on the openb traces it adds about half a point of allocation.
 frag-aware keeps state across placements: the counts of the GPU pod shapes of every task the session
 knows (the snapshot's and those added later with `Session.add_group`). The session caches scores per
 node, and they must all come from one mix, so the mix in use is refreshed only when the count of GPU
-pods seen has grown by `gpushare.mixRefresh` (a fraction, default 0.25) since the last refresh, after
-a placement; a refresh marks every node changed, so every cached score is recomputed with the new mix.
+pods seen has grown by `gpushare.mixRefresh` (a fraction, default 1: doubled) since the last refresh,
+after a placement; a refresh marks every node changed, so every cached score is recomputed with the new
+mix. A session that reopens for a new cycle (the online scheduler's) builds the policy afresh, so the
+mix is then recounted from the jobs the session holds.
 """
 
 from __future__ import annotations
@@ -53,6 +55,8 @@ MAX_SCORE = 100.0
 CARD_MILLI = 1000
 #: Score points per card of expected fragmentation a placement adds (frag-aware).
 FRAG_POINTS_PER_CARD = 10.0
+#: Up to this many nodes, frag-aware's vector score runs its scalar twin node by node (same floats).
+SCALAR_ROWS = 32
 POLICIES = ("first-fit", "best-fit", "random", "dot-product", "gpu-packing", "frag-aware")
 
 
@@ -104,7 +108,11 @@ class _Policy:
         return True
 
     def _cpu_free(self, rows: IntArray) -> IntArray:
-        out: IntArray = self.table.alloc[rows, self.cpu_col] - self.table.used[rows, self.cpu_col]
+        out: IntArray = self.table.alloc[:, self.cpu_col][rows] - self.table.used[:, self.cpu_col][rows]
+        return out
+
+    def _memory_free(self, rows: IntArray) -> IntArray:
+        out: IntArray = self.table.alloc[:, self.memory_col][rows] - self.table.used[:, self.memory_col][rows]
         return out
 
     def _cpu_free_row(self, row: int) -> int:
@@ -163,12 +171,17 @@ class _Policy:
 
 
 class FirstFit(_Policy):
-    """Volcano's behaviour: no node score, the lowest-index card that fits."""
+    """Volcano's behaviour: no node score, the lowest-index card that fits. It needs none of the shared
+    per-node state, so the default configuration's session opens without building it."""
 
     scores_nodes = False
 
+    def __init__(self, ssn: Session) -> None:
+        self.ssn = ssn
+
     def score(self, task: TaskInfo, rows: IntArray | slice) -> FloatArray:
-        return np.zeros(len(self._rows(rows)))
+        count = len(range(len(self.ssn.table))[rows]) if isinstance(rows, slice) else len(rows)
+        return np.zeros(count)
 
     def score_row(self, task: TaskInfo, row: int) -> float:
         return 0.0
@@ -409,21 +422,26 @@ class FragAware(_Policy):
 
     def score(self, task: TaskInfo, rows: IntArray | slice) -> FloatArray:
         rows = self._rows(rows)
+        if len(rows) <= SCALAR_ROWS:  # the twin, node by node, costs less than the ~40 numpy calls below
+            return np.array([self.score_row(task, row) for row in rows.tolist()], dtype=np.float64)
         self._sync()
         cpu, memory = int(task.request[self.cpu_col]), int(task.request[self.memory_col])
-        table, gpu = self.table, task.gpu
-        fits = (self._cpu_free(rows) >= cpu) & (
-            table.alloc[rows, self.memory_col] - table.used[rows, self.memory_col] >= memory
-        )
+        gpu = task.gpu
+        free_cpu, free_memory, share = self._cpu_free(rows), self._memory_free(rows), self.shares.share[rows]
+        fits = (free_cpu >= cpu) & (free_memory >= memory)
         if gpu.whole:
-            fits &= (self.shares.share[rows] == CARD_MILLI).sum(axis=1) >= gpu.whole
+            fits &= (share == CARD_MILLI).sum(axis=1) >= gpu.whole
+        elif gpu.shared and not gpu.mem_mib and not self.table.card_used_mem.any():
+            fits &= share.max(axis=1, initial=0) >= gpu.milli  # shares are 1000 - thousandths used
         elif gpu.shared:
             fits &= (self._slice_room(task, rows) < NEVER).any(axis=1)
         out: FloatArray = np.zeros(len(rows))
         placed = rows[fits]  # scores elsewhere are never read: spare the work
         if len(placed):
-            added = self.model.after(placed, cpu, memory, gpu).min(axis=1) - self._before[placed]
-            left = self.shares.share[placed].sum(axis=1) - self._gpu_ask(task, placed)
+            share = share[fits]
+            known = (share, free_cpu[fits], free_memory[fits])
+            added = self.model.after(placed, cpu, memory, gpu, known).min(axis=1) - self._before[placed]
+            left = share.sum(axis=1) - self._gpu_ask(task, placed)
             out[fits] = -(added * self._scale()) + self.pack * (1.0 - left / self.capacity[placed])
         return out
 
@@ -465,7 +483,7 @@ def make_policy(name: str, ssn: Session, arguments: Mapping[str, Any]) -> Placem
     if name == "gpu-packing":
         return GpuPacking(ssn)
     if name == "frag-aware":
-        refresh = float(arguments.get("gpushare.mixRefresh", 0.25))
+        refresh = float(arguments.get("gpushare.mixRefresh", 1.0))
         if refresh < 0:
             raise ValueError(f"plugin gpushare: gpushare.mixRefresh {refresh}: must be >= 0")
         return FragAware(ssn, refresh, float(arguments.get("gpushare.fragPack", 1.0)))
