@@ -116,8 +116,13 @@ class CapacityPlugin(Plugin):
         cols = self._share_cols[queue.name]
         if not cols:
             return 1.0
-        allocated = queue.allocated
-        return max(0.0, *(float(allocated[c]) / d for c, d in cols))
+        allocated = queue.allocated.tolist()  # max(0.0, ...) as a loop over Python numbers: once per placement
+        result = 0.0
+        for c, d in cols:
+            share = float(allocated[c]) / d
+            if share > result:
+                result = share
+        return result
 
     def _limit_reason(self, queue: QueueInfo, used: FloatArray, dims: Any, current: FloatArray) -> str | None:
         real = self.real_capability[queue.name]
