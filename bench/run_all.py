@@ -137,7 +137,14 @@ def targets(rows: list[Row]) -> list[tuple[str, float, float, bool]]:
     return [(what, target, got, got >= target) for what, target, got in out]
 
 
-def report(rows: list[Row], quick: bool, repeats: int) -> str:
+def load_average() -> str:
+    try:
+        return ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    except OSError:
+        return "unknown"
+
+
+def report(rows: list[Row], quick: bool, repeats: int, load_before: str = "") -> str:
     today = datetime.date.today().isoformat()
     command = (
         "python -m bench.run_all" + (" --quick" if quick else "") + (f" --repeats {repeats}" if repeats != 3 else "")
@@ -146,8 +153,9 @@ def report(rows: list[Row], quick: bool, repeats: int) -> str:
         f"- {what}: target {target:,.0f}, measured {got:,.0f} — {'met' if ok else 'NOT MET'}"
         for what, target, got, ok in targets(rows)
     )
+    load = f"; load average {load_before} before, {load_average()} after" if load_before else ""
     return (
-        f"Measured {today} on {machine()}.\n"
+        f"Measured {today} on {machine()}{load}.\n"
         f"Command: `{command}` (best of {repeats} runs per row; `make bench` runs the full set).\n\n"
         f"{table(rows)}\n\n{met}\n"
     )
@@ -170,8 +178,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--write", action="store_true", help="rewrite the results section of BENCHMARKS.md")
     args = parser.parse_args(argv)
     repeats = args.repeats or (1 if args.quick else 3)
+    load_before = load_average()
     rows = run(args.quick, repeats)
-    text = report(rows, args.quick, repeats)
+    text = report(rows, args.quick, repeats, load_before)
     print(text)
     if args.write:
         write(text)
