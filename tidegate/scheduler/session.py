@@ -227,6 +227,9 @@ class Session:
             for ancestor in queue.ancestors:
                 ancestor.request += total
         self._deferred_requests = None
+        # Identity entries hold the pods' objects; a long-lived session (add_group) must not keep every
+        # pod it ever saw, so they last for one batch of pods (value interning stays: it is bounded).
+        self._pods_by_ident.clear()
         for (namespace, name), orphans in pods_by_group.items():
             self.warnings.append(
                 f"{len(orphans)} pod(s) in {namespace} name PodGroup {name!r}, which does not exist; not scheduled"
@@ -245,7 +248,7 @@ class Session:
             phase=group.phase,
         )
         deferred = self._deferred_requests
-        by_ident = self._pods_by_ident
+        by_ident = self._pods_by_ident if deferred is not None else {}
         tasks, counts = job.tasks, job.counts
         for pod in pods:
             # Pods from one template share the objects their shape is made of: found by identity, the
