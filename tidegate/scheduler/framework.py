@@ -7,7 +7,9 @@ extension points it implements when a session opens; the session combines them:
   two objects apart decides, exactly like Volcano's first non-zero comparison;
 - votes (job valid/enqueueable/ready/pipelined, queue allocatable/overused): every plugin must agree;
 - filters: every filter must pass; static ones (labels, taints) are cached per pod shape, dynamic ones
-  (resources, cards) per request: they may read only the task's request (and what derives from it);
+  (resources, cards) per request: they may read only the task's request (and what derives from it) and
+  node-table state, and are recomputed for the rows listed in NodeTable.changes; a plugin whose
+  results move for another reason appends the rows concerned to NodeTable.changes;
 - scores: summed (static first, then dynamic ones in registration order);
 - victims (preempt/reclaim): a task is a victim only when every plugin with an opinion allows it
   (stricter than Volcano's per-tier fall-through, so a gang is never broken below minMember).

@@ -3,7 +3,9 @@
 One row a node, one column a resource (canonical integer units). GPU cards get their own
 matrices (row a node, column a card) so shared slices and whole cards are never over-committed.
 Every change to a row is appended to `changes`, which lets cached per-shape filter and score
-vectors refresh only the rows that moved.
+vectors refresh only the rows that moved. Change `used` only through add_used and the card matrices
+only through take_cards / release_cards: they keep the Python mirrors (used rows, free-card bits) and
+`changes` in step.
 """
 
 from __future__ import annotations
