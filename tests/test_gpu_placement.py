@@ -266,7 +266,7 @@ def _random_session(rng: random.Random, policy: str) -> Session:
 
 
 @pytest.mark.parametrize("seed", range(12))
-@pytest.mark.parametrize("policy", [p for p in POLICIES if p != "random"])
+@pytest.mark.parametrize("policy", POLICIES)
 def test_twins_match_the_vector_scores_bit_for_bit(policy: str, seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(gpu_placement, "SCALAR_ROWS", 0)  # frag-aware: the numpy form even on ten nodes
     rng = random.Random(seed)

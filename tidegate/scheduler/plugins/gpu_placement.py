@@ -6,8 +6,10 @@ untouched cards are alike. Ties between nodes go to the lowest node index, as ev
   lowest-index card it fits on.
 - best-fit: the least left after placing, 100 x (1 - (CPU left / the largest node's CPU + GPU left /
   the largest node's GPU) / 2); a slice takes the card with the least free share.
-- random: a uniform draw per node (redrawn whenever the session refreshes that node) from a generator
-  seeded by `gpushare.seed`; a slice takes a uniformly drawn card among those it fits on.
+- random: for each request, each node holds a uniform draw from a generator seeded by
+  `gpushare.seed`, drawn again whenever the node changes; the highest draw among the nodes that fit
+  wins (each request walks the nodes in its own random order, a node that takes a pod going back in
+  at a random place); a slice takes a uniformly drawn card among those it fits on.
 - dot-product: Tetris' alignment of the request with the node's free resources, each divided by the
   node's allocatable, over CPU and GPU; the smallest dot product wins (100 x (1 - dot / 2)), which
   packs; a slice takes the card with the least free share.
@@ -22,8 +24,8 @@ untouched cards are alike. Ties between nodes go to the lowest node index, as ev
 best-fit, dot-product and gpu-packing follow the baselines of the ATC'23 fragmentation paper. A node's
 GPU is its cards' free share in thousandths (fragmentation.py); a slice asked in volcano.sh/gpu-memory
 only counts as its share of the node's first card. Scores are dynamic scores (they read the node
-table), times `gpushare.weight` (default 1), with scalar twins for one node (all but random's) that
-give bit for bit what the vector forms give.
+table), times `gpushare.weight` (default 1), with scalar twins for one node that give bit for bit
+what the vector forms give.
 
 frag-aware's packing term breaks near-ties (placements within about a tenth of a card of expected
 fragmentation of each other) in favour of fuller nodes, which keeps idle nodes whole for pods the mix
@@ -45,7 +47,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from tidegate.model.resources import CPU, MEMORY
+from tidegate.model.resources import CPU, MEMORY, Resources
 from tidegate.scheduler.fragmentation import NEVER, CardShares, FragmentationModel, MixShape
 from tidegate.scheduler.info import TaskInfo
 from tidegate.scheduler.node_table import FloatArray, IntArray
@@ -75,7 +77,7 @@ class PlacementPolicy(Protocol):
         ...
 
     def has_row_score(self) -> bool:
-        """Whether score_row is available (a random draw has no twin)."""
+        """Whether score_row is available (every built-in policy has one; a policy drawing anew per call could not)."""
         ...
 
     def choose_card(self, task: TaskInfo, row: int, cards: IntArray) -> int:
@@ -217,21 +219,39 @@ class BestFit(_Policy):
 
 
 class RandomPolicy(_Policy):
-    """A seeded uniform draw per node (redrawn whenever the session refreshes the node) and per card."""
+    """For each request (the session caches scores per request), each node holds a seeded uniform draw,
+    drawn again whenever the node changes; the highest draw among the nodes that fit wins. Every
+    request walks the nodes in its own random order, and a node that takes a pod goes back in at a
+    random place, so pods spread over the cluster as uniform choices would. A slice takes a uniformly
+    drawn card among those it fits on."""
 
     def __init__(self, ssn: Session, seed: int) -> None:
-        super().__init__(ssn)
+        self.ssn = ssn
+        self.table = ssn.table
         self.rng = np.random.default_rng(seed)
+        #: request -> (draws as an array and as a list, position in NodeTable.changes folded in)
+        self._draws: dict[Resources, tuple[FloatArray, list[float], list[int]]] = {}
 
-    def has_row_score(self) -> bool:
-        return False
+    def _draws_for(self, task: TaskInfo) -> tuple[FloatArray, list[float]]:
+        changes = self.table.changes
+        found = self._draws.get(task.pod.requests)
+        if found is None:
+            values = MAX_SCORE * self.rng.random(len(self.table))
+            found = self._draws[task.pod.requests] = (values, values.tolist(), [len(changes)])
+        values, listed, seen = found
+        if seen[0] < len(changes):
+            rows = sorted(set(changes[seen[0] :]))
+            seen[0] = len(changes)
+            for row, value in zip(rows, (MAX_SCORE * self.rng.random(len(rows))).tolist(), strict=True):
+                values[row] = listed[row] = value
+        return values, listed
 
     def score(self, task: TaskInfo, rows: IntArray | slice) -> FloatArray:
-        out: FloatArray = MAX_SCORE * self.rng.random(len(self._rows(rows)))
+        out: FloatArray = self._draws_for(task)[0][rows].copy()
         return out
 
     def score_row(self, task: TaskInfo, row: int) -> float:
-        raise NotImplementedError("random has no scalar twin: each refresh draws anew")
+        return self._draws_for(task)[1][row]
 
     def choose_card(self, task: TaskInfo, row: int, cards: IntArray) -> int:
         return int(cards[int(self.rng.integers(len(cards)))])
