@@ -239,3 +239,19 @@ def test_real_traces_on_a_slice_of_the_cluster(trace: str) -> None:
         assert result.arrived_pct.tolist() == list(range(131))
         assert 80 < result.at(130) <= 100
     assert runs["frag-aware"].at(130) > max(runs["best-fit"].at(130), runs["gpu-packing"].at(130))
+
+
+def test_a_gpu_model_list_pins_pods_and_the_measure(tmp_path: Path) -> None:
+    # gpu_spec becomes required node affinity on nvidia.com/gpu.product: the V100 pods land on the V100 node
+    # only, and for the measure the T4 node's free cards are all fragmented (the pod list's only shape
+    # cannot go there): at 0%, 2000 of 4000 milli-GPU = 50%.
+    nodes = cluster(tmp_path, "t4,16000,65536,2,T4\nv100,16000,65536,2,V100M16\n")
+    header = "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time,"
+    header += "scheduled_time\n"
+    pods = read_openb_pods_arrays(write(tmp_path, "pods.csv", header + "v,1000,1024,1,1000,V100M16,LS,Running,0,1,0\n"))
+    result = run_policy(nodes, pods, "first-fit", seed=1, until=100)
+    assert result.frag_pct[0] == 50.0
+    assert result.arrivals == 4 and result.placed == 2  # two fit on the V100 node, two fail
+    assert result.alloc_pct[-1] == 50.0
+    # Both V100 cards taken: nothing free is usable by the list's shape; the T4 cards still count.
+    assert result.frag_pct[-1] == 50.0
