@@ -971,3 +971,12 @@ def test_same_snapshot_gives_identical_decisions() -> None:
     first, second = cluster.schedule(config), cluster.schedule(config)
     assert first == second
     assert first.binds  # something happened, so the comparison means something
+
+
+def test_a_node_takes_no_more_pods_than_its_pod_slots() -> None:
+    # A node with room for 100 best-effort pods by every resource but only 3 pod slots takes 3.
+    small = node("n0", gpus=0)
+    small.allocatable = small.allocatable + {"pods": 3000}  # canonical milli-units: 3 pods
+    cluster = Cluster(nodes=[small], queues=[queue("q")], jobs=[job(f"j{i}", "q", 1, {}) for i in range(5)])
+    decisions = cluster.schedule(CAPACITY)
+    assert len(decisions.binds) == 3

@@ -24,6 +24,7 @@ from tidegate.model.objects import (
     Queue,
     SchedulerConfiguration,
 )
+from tidegate.model.quantity import scale_of
 from tidegate.model.resources import PODS, Resources
 from tidegate.scheduler.framework import ExtensionPoints, Plugin, PluginRegistry, RowFilter, RowScore
 from tidegate.scheduler.info import GpuRequest, JobInfo, QueueInfo, TaskInfo, TaskStatus
@@ -33,6 +34,8 @@ from tidegate.scheduler.snapshot import Snapshot
 from tidegate.scheduler.statement import Statement
 
 NEG_INF = float("-inf")
+#: Every pod takes one of its node's pod slots (`pods` is counted in milli-units like any count).
+ONE_POD = Resources({PODS: scale_of(PODS)})
 
 
 #: Changed nodes refreshed one by one with the plugins' scalar twins (~5-8 us a node); beyond this, numpy
@@ -328,7 +331,7 @@ class Session:
         requests = pod.requests
         found = self._requests.get(requests)
         if found is None:
-            vector = self.vector(requests + Resources({PODS: 1}))
+            vector = self.vector(requests + ONE_POD)
             listed: tuple[int, ...] = tuple(vector.tolist())
             found = (vector, listed, GpuRequest.of(pod), tuple((c, a) for c, a in enumerate(listed) if a))
             self._requests[requests] = found
