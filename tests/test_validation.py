@@ -57,6 +57,14 @@ def test_seed_validates_clean() -> None:
     assert validate(ms) == []
 
 
+def test_validation_accepts_exactly_what_the_scheduler_can_run() -> None:
+    from tidegate.scheduler.plugins import default_registry
+    from tidegate.scheduler.scheduler import ACTIONS
+
+    assert set(KNOWN_PLUGINS) == set(default_registry().names())
+    assert set(KNOWN_ACTIONS) == set(ACTIONS)
+
+
 def test_known_actions_and_plugins() -> None:
     assert KNOWN_ACTIONS == ("enqueue", "allocate", "backfill", "preempt", "reclaim")
     assert set(KNOWN_PLUGINS) == {
@@ -71,8 +79,6 @@ def test_known_actions_and_plugins() -> None:
         "gpushare",
         "conformance",
         "overcommit",
-        "locality",
-        "cost",
     }
 
 

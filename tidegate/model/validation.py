@@ -52,8 +52,6 @@ KNOWN_PLUGINS: tuple[str, ...] = (
     "gpushare",
     "conformance",
     "overcommit",
-    "locality",
-    "cost",
 )
 #: Queues that exist without a manifest, as in a Volcano cluster.
 BUILTIN_QUEUES: tuple[str, ...] = (DEFAULT_QUEUE, ROOT_QUEUE)
