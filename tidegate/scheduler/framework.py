@@ -6,13 +6,18 @@ extension points it implements when a session opens; the session combines them:
 - order keys (jobs, queues, tasks): concatenated in tier order, so the first plugin that tells
   two objects apart decides, exactly like Volcano's first non-zero comparison;
 - votes (job valid/enqueueable/ready/pipelined, queue allocatable/overused): every plugin must agree;
+  an enqueueable vote reads only the job's queue and minResources (and the session's state);
 - filters: every filter must pass; static ones (labels, taints) are cached per pod shape, dynamic ones
   (resources, cards) per request: they may read only the task's request (and what derives from it) and
   node-table state, and are recomputed for the rows listed in NodeTable.changes; a plugin whose
   results move for another reason appends the rows concerned to NodeTable.changes;
 - scores: summed (static first, then dynamic ones in registration order);
 - victims (preempt/reclaim): a task is a victim only when every plugin with an opinion allows it
-  (stricter than Volcano's per-tier fall-through, so a gang is never broken below minMember).
+  (stricter than Volcano's per-tier fall-through, so a gang is never broken below minMember). A victim
+  filter judges candidates in order, each given the ones it accepted before (never the ones it
+  rejected), so a filter that accepts none of a list accepts none of any part of it;
+- plugins whose quotas can grow between cycles for reasons other than freed capacity (a deserved share
+  recomputed from demand) bump `Session.freed` when they do, so jobs blocked on quota get another look.
 """
 
 from __future__ import annotations

@@ -111,6 +111,9 @@ class JobInfo:
     #: again (placements and admissions only take capacity and quota), so cycles skip it.
     blocked_at: int = -1
     enqueue_blocked_at: int = -1
+    #: Per eviction action (preempt, reclaim): `(Session.freed, Session.placed)` when it last failed the
+    #: job; while neither moved, no victim or room appeared, so the action skips the job.
+    evict_blocked_at: dict[str, tuple[int, int]] = field(default_factory=dict)
 
     @property
     def key(self) -> str:

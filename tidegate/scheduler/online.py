@@ -30,7 +30,10 @@ class OnlineScheduler:
         config: SchedulerConfiguration | None = None,
         registry: PluginRegistry | None = None,
         resources: Collection[str] = (),
+        report_waiting: bool = True,
     ) -> None:
+        """With `report_waiting` False a cycle's decisions list only the groups it placed (not every
+        waiting one, which costs a long queue's length each cycle); ask `pending_reason` instead."""
         self.config = config or SchedulerConfiguration()
         unknown = [name for name in self.config.actions if name not in ACTIONS]
         if unknown:
@@ -42,6 +45,7 @@ class OnlineScheduler:
         #: Jobs with pods not yet placed, in arrival order (what each cycle reports as pending).
         self.waiting: dict[str, JobInfo] = {}
         self._nodes_changed = False
+        self.report_waiting = report_waiting
 
     # -- the cluster changes ------------------------------------------------------------------------
     def add_nodes(self, nodes: Iterable[Node]) -> None:
@@ -89,21 +93,35 @@ class OnlineScheduler:
         ssn.reopen(now)
         for name in self.config.actions:
             ACTIONS[name].execute(ssn)
-        decisions = decide_jobs(ssn, list(self.waiting.values()))
         placed: dict[int, JobInfo] = {}
         for task in ssn.allocation_log:
             if task.status is TaskStatus.ALLOCATED:
-                task.job.set_status(task, TaskStatus.RUNNING)
                 placed[id(task.job)] = task.job
+        decisions = decide_jobs(ssn, list(self.waiting.values()) if self.report_waiting else placed.values())
+        for task in ssn.allocation_log:
+            if task.status is TaskStatus.ALLOCATED:
+                task.job.set_status(task, TaskStatus.RUNNING)
+        if placed:
+            ssn.placed += 1  # bound pods run from now on: new candidate victims
+        touched = dict(placed)
         for key in ssn.evictions:
             job = ssn.tasks[key].job
             ssn.unsettle(job)
             self.waiting.setdefault(job.key, job)
-        for key, job in list(self.waiting.items()):
+            touched[id(job)] = job
+        # Only jobs that gained or lost pods this cycle can change phase or stop waiting.
+        for job in touched.values():
             job.phase = ssn.final_phase(job)
-            if not job.counts[TaskStatus.PENDING] and job.ready_num >= job.min_available:
-                del self.waiting[key]
+            if job.key in self.waiting and not job.counts[TaskStatus.PENDING] and job.ready_num >= job.min_available:
+                del self.waiting[job.key]
         for job in placed.values():
             job.phase = ssn.final_phase(job)
             ssn.settle(job)
         return decisions
+
+    def pending_reason(self, key: str) -> str:
+        """Why the group is still waiting after the last cycle ("" if it is not waiting)."""
+        job = self.waiting.get(key)
+        if job is None:
+            return ""
+        return job.reason or "waiting for a scheduling turn"

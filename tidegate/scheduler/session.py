@@ -132,6 +132,9 @@ class Session:
         #: Counts every time capacity is given back (undo, job removed, nodes replaced): a shape that
         #: found no node at some count finds none while the count is unchanged.
         self.freed = 0
+        #: Bumped whenever a pod takes resources (allocated or pipelined, or bound by the caller): new
+        #: candidate victims for preempt and reclaim. With `freed`, the state an eviction attempt saw.
+        self.placed = 0
         self._failed: dict[object, int] = {}  # shape number (or shape) -> `freed` when it found no node
         self._explained: dict[tuple[object, ...], tuple[tuple[int, int, int], str]] = {}
         self._vectors: dict[Resources, IntArray] = {}
@@ -642,6 +645,7 @@ class Session:
         queue.allocated += request
         for ancestor in queue.ancestors:
             ancestor.allocated += request
+        self.placed += 1
         if status is _ALLOCATED:
             self.allocation_log.append(task)
         for handler in self.ext.on_allocate:
@@ -663,6 +667,7 @@ class Session:
         self.table.changes.append(row)
         task.node = row
         task.job.set_status(task, TaskStatus.PIPELINED)
+        self.placed += 1
         self._charge_queue(task.job, task.request, 1)
         for handler in self.ext.on_allocate:
             handler(task)

@@ -34,6 +34,10 @@ class Core(Protocol):
 
     def cycle(self, now: float) -> Decisions: ...
 
+    def pending_reason(self, key: str) -> str:
+        """Why the group is still pending after the last cycle ("" if it is not)."""
+        ...
+
 
 class SnapshotCore:
     """Builds a fresh Snapshot each cycle; bound pods become Running on their node."""
@@ -44,6 +48,7 @@ class SnapshotCore:
         self.nodes: dict[str, Node] = {}
         self.groups: dict[str, PodGroup] = {}
         self.pods: dict[str, list[Pod]] = {}
+        self.reasons: dict[str, str] = {}
 
     def add_nodes(self, nodes: Sequence[Node]) -> None:
         for node in nodes:
@@ -80,6 +85,7 @@ class SnapshotCore:
             list(self.nodes.values()), list(self.queues.values()), list(self.groups.values()), pods, now
         )
         decisions = schedule(snapshot, self.config)
+        self.reasons = {p.job: p.reason for p in decisions.pending}
         by_key = {
             pod.key: (group_key, i) for group_key, group_pods in self.pods.items() for i, pod in enumerate(group_pods)
         }
@@ -94,3 +100,6 @@ class SnapshotCore:
             if group is not None and group.phase is not status.phase:
                 self.groups[status.group] = dataclasses.replace(group, phase=status.phase)
         return decisions
+
+    def pending_reason(self, key: str) -> str:
+        return self.reasons.get(key, "")

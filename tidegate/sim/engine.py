@@ -184,7 +184,7 @@ class Simulation:
         decisions = self.core.cycle(now)
         self._apply(decisions, now)
         if self.scenario.burst.enabled:
-            self._overflow(decisions, now)
+            self._overflow(now)
 
     def _apply(self, decisions: Decisions, now: float) -> None:
         placed: dict[str, list[str]] = {}
@@ -256,16 +256,14 @@ class Simulation:
         self._arrive(run.job)
 
     # -- cloud burst ----------------------------------------------------------------------------------
-    def _overflow(self, decisions: Decisions, now: float) -> None:
+    def _overflow(self, now: float) -> None:
         """Pending jobs that waited too long, or whose queue is at capability, move to the burst queue."""
         burst = self.scenario.burst
-        reasons = {p.job: p.reason for p in decisions.pending}
         moved = False
         for group_key, job in list(self.pending.items()):
             if job.pinned or job.queue == burst.queue:
                 continue
-            at_cap = "at capability" in reasons.get(group_key, "")
-            if not at_cap and now - job.submitted < burst.after_seconds:
+            if now - job.submitted < burst.after_seconds and "at capability" not in self.core.pending_reason(group_key):
                 continue
             self.core.remove_group(group_key)
             del self.pending[group_key]

@@ -102,7 +102,7 @@ def summarise(name: str, sim: Simulation, window: float) -> dict[str, Any]:
 
 def online_core(inp: SimulationInput, queues: list[Queue]) -> Core:
     """The default core: one long-lived session; resource columns for what workloads ask."""
-    return OnlineScheduler([], queues, inp.config, resources=WORKLOAD_RESOURCES)
+    return OnlineScheduler([], queues, inp.config, resources=WORKLOAD_RESOURCES, report_waiting=False)
 
 
 def run_simulation(

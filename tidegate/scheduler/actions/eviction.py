@@ -60,14 +60,20 @@ def evict_for(
     it once its own victims leave, like Volcano's preemptorFitsOnNode); otherwise the node is left alone.
     """
     static = ssn.static_candidates(task)
+    per_node: list[tuple[int, list[TaskInfo]]] = []
     for row in sorted(by_node):
         if not static[row]:
             continue
-        candidates = sorted(
-            (t for t in by_node[row] if t.status is TaskStatus.RUNNING and eligible(t)), key=victim_order
-        )
-        if not candidates:
-            continue
+        candidates = [t for t in by_node[row] if t.status is TaskStatus.RUNNING and eligible(t)]
+        if candidates:
+            per_node.append((row, candidates))
+    # A victim filter judges each candidate given the ones it accepted before; one that accepts none of all
+    # the candidates together accepts none on any single node either, and then no node is worth a look.
+    everyone = [t for _, candidates in per_node for t in candidates]
+    if not everyone or not filters or any(not victim_filter(task, everyone) for victim_filter in filters):
+        return False
+    for row, candidates in per_node:
+        candidates.sort(key=victim_order)
         victims = ssn.victims(filters, task, candidates)
         if not victims:
             continue
@@ -145,21 +151,47 @@ class EvictionAction(ABC):
     def quota_fits(self, ssn: Session, queue: QueueInfo, task: TaskInfo) -> Callable[[], bool] | None:
         return None
 
+    def attempt_key(self, task: TaskInfo) -> tuple[object, ...]:
+        """What an attempt for `task` depends on besides the cluster state: attempts with equal keys in
+        the same state end alike (the task's job by default)."""
+        return (id(task.job), task.shape, task.priority)
+
     def execute(self, ssn: Session) -> None:
         by_node: dict[int, list[TaskInfo]] | None = None  # built on first need: most cycles starve no one
+        # Attempts that failed in the state every job starts from (its statement still empty): a failed
+        # attempt changes nothing, so an equal attempt fails too until some job's evictions are committed.
+        failed: set[tuple[object, ...]] = set()
         for queue in sorted(ssn.queues.values(), key=ssn.queue_key):
             if self.skip_queue(ssn, queue):
                 continue
             for job in starving_jobs(ssn, queue):
+                if job.evict_blocked_at.get(self.name) == (ssn.freed, ssn.placed):
+                    continue  # failed before, and nothing was freed or placed since
+                tasks = sorted(job.pending_tasks(), key=ssn.task_key)
+                # A job attempts what its tasks' keys and its gang's counts say: an equal job fails alike.
+                signature = (
+                    tuple(self.attempt_key(task) for task in tasks),
+                    job.min_available,
+                    tuple(sorted(job.group.min_task_member.items())),
+                    (job.ready_num, job.waiting_num, job.valid_num),
+                )
+                if signature in failed:
+                    job.evict_blocked_at[self.name] = (ssn.freed, ssn.placed)
+                    continue
                 stmt = ssn.statement()
-                for task in sorted(job.pending_tasks(), key=ssn.task_key):
+                for task in tasks:
                     if not ssn.job_starving(job):
                         break
+                    key = self.attempt_key(task)
+                    if key in failed:
+                        continue
                     if not self.may_try(ssn, queue, task):
+                        if not stmt.ops:
+                            failed.add(key)
                         continue
                     if by_node is None:
                         by_node = running_by_node(ssn)
-                    evict_for(
+                    placed = evict_for(
                         ssn,
                         stmt,
                         task,
@@ -169,7 +201,12 @@ class EvictionAction(ABC):
                         reason=self.reason.format(job=job.key, queue=queue.name),
                         quota_fits=self.quota_fits(ssn, queue, task),
                     )
+                    if not placed and not stmt.ops:
+                        failed.add(key)
                 if ssn.job_pipelined(job):
                     stmt.commit()
+                    failed.clear()
                 else:
                     stmt.discard()
+                    failed.add(signature)
+                    job.evict_blocked_at[self.name] = (ssn.freed, ssn.placed)

@@ -56,6 +56,13 @@ class CapacityPlugin(Plugin):
                 name: [(int(c), float(real[c])) for c in np.flatnonzero(self.dims)]
                 for name, real in self.real_capability.items()
             }
+            dims = [int(c) for c in np.flatnonzero(self.dims)]
+            #: Per queue, for the victim filter: the (column, guarantee) pairs it may not go below and
+            #: the (column, deserved) pairs with a deserved amount, over the quota dimensions.
+            self._guarantee_cols = {
+                name: [(c, float(g[c])) for c in dims if g[c] > 0] for name, g in self.guarantee.items()
+            }
+            self._deserved_cols = {name: {c: float(d[c]) for c in dims if d[c] > 0} for name, d in self.deserved.items()}
             self._inputs = inputs
         ext = ssn.ext
         ext.queue_order.append(self._queue_order)
@@ -192,18 +199,28 @@ class CapacityPlugin(Plugin):
         return f"queue {queue.name} is at its deserved share"
 
     def _reclaimable(self, reclaimer: TaskInfo, candidates: list[TaskInfo]) -> list[TaskInfo]:
-        allocations: dict[str, FloatArray] = {}
+        """Victims whose queue stays at or above its guarantee and is above its deserved share on some
+        resource the victim uses (a victim using only resources without a deserved amount always is).
+        Python numbers, not arrays: reclaim asks this of every running pod of the lending queues."""
+        allocations: dict[str, list[float]] = {}
         victims = []
         for victim in candidates:
             queue = victim.job.queue
-            allocated = allocations.setdefault(queue.name, as_float(queue.allocated))
-            after = allocated - victim.request
-            if (after[self.dims] < self.guarantee[queue.name][self.dims]).any():
+            name = queue.name
+            allocated = allocations.get(name)
+            if allocated is None:
+                allocated = allocations[name] = [float(x) for x in queue.allocated.tolist()]
+            request = victim.request_nonzero or tuple(
+                (int(c), int(victim.request[c])) for c in np.flatnonzero(victim.request)
+            )
+            asked = dict(request)
+            if any(allocated[c] - asked.get(c, 0) < g for c, g in self._guarantee_cols[name]):
                 continue  # never below the victim queue's guarantee
-            deserved = self.deserved[queue.name]
-            relevant = self.dims & (victim.request > 0) & (deserved > 0)
-            if relevant.any() and not (allocated[relevant] > deserved[relevant]).any():
+            deserved = self._deserved_cols[name]
+            relevant = [(c, deserved[c]) for c, _ in request if c in deserved]
+            if relevant and not any(allocated[c] > d for c, d in relevant):
                 continue  # the victim queue is within its deserved share
-            allocated -= victim.request
+            for c, a in request:
+                allocated[c] -= a
             victims.append(victim)
         return victims

@@ -39,7 +39,13 @@ class ProportionPlugin(Plugin):
                 cap[cap == 0] = INF
                 real = np.minimum(real, cap)
             self.real_capability[q.name] = real
+        previous = getattr(self, "deserved", None)
         self._water_fill(queues, total)
+        if previous is not None and (
+            previous.keys() != self.deserved.keys()
+            or any(not np.array_equal(previous[name], share) for name, share in self.deserved.items())
+        ):
+            ssn.freed += 1  # a deserved share moved: quota-blocked jobs must be looked at again
         self._deserved_cache: dict[QueueInfo, list[tuple[int, float]]] = {}
         ssn.ext.queue_order.append(self._queue_order)
         ssn.ext.queue_overused.append(self._overused)
