@@ -114,3 +114,78 @@ def write_sim(folder: Path, jobs_csv: str, scenarios: list[str], pinned_fraction
     }
     (folder / "run.yaml").write_text(yaml.safe_dump_all([workload, simulation]))
     return folder
+
+
+ELASTIC = """
+apiVersion: scheduling.volcano.sh/v1beta1
+kind: Queue
+metadata: {name: pool}
+spec: {weight: 1}
+---
+apiVersion: scheduling.volcano.sh/v1beta1
+kind: Queue
+metadata: {name: dev}
+spec: {weight: 1, parent: pool, reclaimable: true, capability: {nvidia.com/gpu: "32"}, deserved: {nvidia.com/gpu: "16"}}
+---
+apiVersion: scheduling.volcano.sh/v1beta1
+kind: Queue
+metadata: {name: prod}
+spec: {weight: 1, parent: pool, reclaimable: true, capability: {nvidia.com/gpu: "32"}, deserved: {nvidia.com/gpu: "16"}}
+---
+apiVersion: tidegate.io/v1alpha1
+kind: SchedulerConfiguration
+metadata: {name: s}
+actions: "enqueue, allocate, backfill, reclaim"
+tiers:
+- plugins: [{name: priority}, {name: gang}]
+- plugins: [{name: drf}, {name: predicates}, {name: capacity}, {name: nodeorder}, {name: binpack}]
+---
+apiVersion: tidegate.io/v1alpha1
+kind: Cluster
+metadata: {name: idc}
+spec: {type: idc, region: bj}
+---
+apiVersion: tidegate.io/v1alpha1
+kind: NodePool
+metadata: {name: idc-a100}
+spec: {cluster: idc, count: 4, gpu: {product: A100, count: 8, memoryMiB: 81920}}
+---
+apiVersion: tidegate.io/v1alpha1
+kind: Scenario
+metadata: {name: static}
+spec: {quotas: static}
+---
+apiVersion: tidegate.io/v1alpha1
+kind: Scenario
+metadata: {name: elastic}
+spec: {quotas: elastic}
+---
+apiVersion: tidegate.io/v1alpha1
+kind: Workload
+metadata: {name: w}
+spec:
+  source: synthetic
+  synthetic:
+    days: 2
+    jobsPerDay: 120
+    seed: 7
+    gpuCounts: {1: 0.3, 2: 0.2, 4: 0.2, 8: 0.2, 16: 0.1}
+    durationMedianSeconds: 3600
+    durationSigma: 0.8
+  queues:
+  - {name: dev, share: 0.5, users: 4, tideShiftHours: 0}
+  - {name: prod, share: 0.5, users: 4, tideShiftHours: 12}
+---
+apiVersion: tidegate.io/v1alpha1
+kind: Simulation
+metadata: {name: s}
+spec: {workload: w, scenarios: [static, elastic]}
+"""
+
+
+def write_elastic_sim(folder: Path) -> Path:
+    """Four 8-GPU IDC nodes shared by dev and prod (deserved 16 GPUs each, capability 32, reclaimable),
+    under a tidal synthetic load: lending and reclaim happen every day."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "all.yaml").write_text(ELASTIC)
+    return folder

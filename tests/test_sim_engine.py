@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from sim_builders import write_sim
+from sim_builders import write_elastic_sim, write_sim
 
 from tidegate.model.objects import Queue
 from tidegate.model.resources import Resources
@@ -97,5 +97,21 @@ def test_the_online_core_decides_exactly_as_a_fresh_snapshot_each_cycle(tmp_path
     for a, b in zip(online, reference, strict=True):
         assert [(j.name, j.queue, j.started, j.finished) for j in a.simulation.jobs] == [
             (j.name, j.queue, j.started, j.finished) for j in b.simulation.jobs
+        ]
+        assert a.summary == b.summary
+
+
+def test_the_online_core_reclaims_exactly_as_a_fresh_snapshot_each_cycle(tmp_path: Path) -> None:
+    # Queues lend idle quota and reclaim it back (pods are pipelined while victims leave): the
+    # long-lived session must not keep pipelined pods across cycles, which a fresh snapshot never has.
+    inp = load_simulation([str(write_elastic_sim(tmp_path / "sim"))])
+    online = run_simulation(inp)
+    reference = run_simulation(inp, core_factory=lambda inp, queues: SnapshotCore(queues, inp.config))
+    elastic = online[1]
+    assert elastic.summary["restarts"] > 0  # reclaim did evict
+    assert elastic.summary["jobs_unfinished"] == 0
+    for a, b in zip(online, reference, strict=True):
+        assert [(j.name, j.queue, j.started, j.finished, j.restarts) for j in a.simulation.jobs] == [
+            (j.name, j.queue, j.started, j.finished, j.restarts) for j in b.simulation.jobs
         ]
         assert a.summary == b.summary

@@ -157,6 +157,8 @@ class Pod:
     priority_class_name: str = ""
     scheduler_name: str = "volcano"
     node_name: str = ""
+    #: status.nominatedNodeName: the node a pipelined pod waits on while its victims leave.
+    nominated_node_name: str = ""
     phase: PodPhase = PodPhase.PENDING
     #: The PodGroup this pod belongs to ("" for a bare pod) and its task inside a vcjob.
     group: str = ""

@@ -134,8 +134,8 @@ class NodeTable:
         return self.alloc - self.used
 
     def future_idle_row(self, row: int) -> IntArray:
-        """Volcano's FutureIdle = Idle + Releasing - Pipelined, for one node."""
-        out: IntArray = self.alloc[row] - self.used[row] + self.releasing[row] - self.pipelined[row]
+        """Volcano's FutureIdle = Idle + Releasing - Pipelined, for one node (`used` counts pipelined pods)."""
+        out: IntArray = self.alloc[row] - self.used[row] + self.releasing[row]
         return out
 
     def free_cards(self, rows: slice | IntArray) -> IntArray:

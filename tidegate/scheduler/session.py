@@ -129,6 +129,9 @@ class Session:
         self.tasks: dict[str, TaskInfo] = {}
         self.ext = ExtensionPoints()
         self.allocation_log: list[TaskInfo] = []
+        #: Pipelined tasks (nominated to a node whose victims are leaving), by key: allocate binds them
+        #: first once their node has room. Their requests count as used, so nobody else takes it.
+        self.pipelined: dict[str, TaskInfo] = {}
         #: Counts every time capacity is given back (undo, job removed, nodes replaced): a shape that
         #: found no node at some count finds none while the count is unchanged.
         self.freed = 0
@@ -281,7 +284,7 @@ class Session:
             if pod.priority > job.priority:
                 job.priority = pod.priority
             self.tasks[pod.key] = task
-            if pod.node_name or pod.phase is not PodPhase.PENDING:
+            if pod.node_name or pod.nominated_node_name or pod.phase is not PodPhase.PENDING:
                 self._account_existing(task)
                 if task.status in _FINISHED:
                     continue  # finished pods ask for nothing (Volcano: request = allocated + pending)
@@ -362,6 +365,9 @@ class Session:
             task.job.set_status(task, TaskStatus.FAILED)
             return
         if not pod.node_name:
+            row = self.table.row.get(pod.nominated_node_name) if pod.nominated_node_name else None
+            if row is not None:  # pipelined in an earlier cycle: the node stays nominated to it
+                self.apply_pipeline(task, row)
             return
         row = self.table.row.get(pod.node_name)
         if row is None:
@@ -580,6 +586,11 @@ class Session:
         """Nodes that pass every filter that does not depend on resources (for preempt/reclaim)."""
         return self._shape_cache(task).static_mask
 
+    def fits_now(self, task: TaskInfo, row: int) -> bool:
+        """Does the task pass every dynamic filter (resources, cards) on this node as it is now?"""
+        rows = np.array([row])
+        return all(bool(dynamic_filter.fit(task, rows)[0]) for dynamic_filter in self.ext.dynamic_filters)
+
     def fits_future_idle(self, task: TaskInfo, row: int, extra: IntArray | None = None) -> bool:
         future = self.table.future_idle_row(row)
         if extra is not None:
@@ -664,17 +675,20 @@ class Session:
 
     def apply_pipeline(self, task: TaskInfo, row: int) -> None:
         self.table.pipelined[row] += task.request
-        self.table.changes.append(row)
+        self.table.add_used(row, task.request)
         task.node = row
         task.job.set_status(task, TaskStatus.PIPELINED)
+        self.pipelined[task.key] = task
         self.placed += 1
         self._charge_queue(task.job, task.request, 1)
         for handler in self.ext.on_allocate:
             handler(task)
 
     def undo_pipeline(self, task: TaskInfo, row: int, previous: TaskStatus) -> None:
+        self.freed += 1
         self.table.pipelined[row] -= task.request
-        self.table.changes.append(row)
+        self.table.add_used(row, task.request, -1)
+        self.pipelined.pop(task.key, None)
         task.node = -1
         task.job.set_status(task, previous)
         self._charge_queue(task.job, task.request, -1)
@@ -727,7 +741,8 @@ class Session:
                     self.table.releasing[row] -= task.request
                 elif status is TaskStatus.PIPELINED:
                     self.table.pipelined[row] -= task.request
-                    self.table.changes.append(row)
+                    self.table.add_used(row, task.request, -1)
+                    self.pipelined.pop(task.key, None)
             if status in (TaskStatus.ALLOCATED, TaskStatus.RUNNING, TaskStatus.PIPELINED):
                 self._charge_queue(job, task.request, -1)
             if status not in _FINISHED:
@@ -782,6 +797,7 @@ class Session:
             if row is None:
                 if status in (TaskStatus.ALLOCATED, TaskStatus.RUNNING, TaskStatus.PIPELINED):
                     self._charge_queue(task.job, task.request, -1)
+                self.pipelined.pop(task.key, None)
                 task.node, task.cards = -1, ()
                 task.job.set_status(task, TaskStatus.PENDING)
                 self.unsettle(task.job)
@@ -795,6 +811,7 @@ class Session:
                 table.releasing[row] += task.request
             elif status is TaskStatus.PIPELINED:
                 table.pipelined[row] += task.request
+                table.used[row] += task.request
         table.changes.clear()
 
     def reopen(self, now: float) -> None:

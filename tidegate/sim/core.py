@@ -93,8 +93,14 @@ class SnapshotCore:
             group_key, i = by_key[bind.pod]
             pod = self.pods[group_key][i]
             self.pods[group_key][i] = dataclasses.replace(
-                pod, node_name=bind.node, phase=PodPhase.RUNNING, gpu_indices=bind.gpu_indices
+                pod, node_name=bind.node, nominated_node_name="", phase=PodPhase.RUNNING, gpu_indices=bind.gpu_indices
             )
+        nominated = {p.pod: p.node for p in decisions.pipelined}
+        for group_key, group_pods in self.pods.items():
+            for i, pod in enumerate(group_pods):
+                node = nominated.get(pod.key, "") if not pod.node_name else ""
+                if pod.nominated_node_name != node:
+                    group_pods[i] = dataclasses.replace(pod, nominated_node_name=node)
         for status in decisions.groups:
             group = self.groups.get(status.group)
             if group is not None and group.phase is not status.phase:

@@ -102,6 +102,7 @@ class Simulation:
         self.group_pods: dict[str, list[str]] = {}
         self.finished = 0
         self._cycle_at: float | None = None
+        self._last_cycle = -math.inf
         self.autoscalers: list[Autoscaler] = []
         burst = scenario.burst.enabled
         for spec in hpas:
@@ -174,13 +175,16 @@ class Simulation:
         if self._cycle_at is not None:
             return
         period = self.sim.scheduling_period_seconds
-        when = math.ceil(self.clock.now() / period) * period
+        # On the period's grid, and never twice at one instant: what a cycle's decisions cause
+        # (restarted victims, overflowed jobs) waits for the next period.
+        when = max(math.ceil(self.clock.now() / period) * period, self._last_cycle + period)
         self._cycle_at = when
         self.clock.call_at(when, self._cycle, PRIORITY_CYCLE)
 
     def _cycle(self) -> None:
         self._cycle_at = None
         now = self.clock.now()
+        self._last_cycle = now
         decisions = self.core.cycle(now)
         self._apply(decisions, now)
         if self.scenario.burst.enabled:

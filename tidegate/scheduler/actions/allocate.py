@@ -66,6 +66,7 @@ class Allocate:
     name = "allocate"
 
     def execute(self, ssn: Session) -> None:
+        bind_nominated(ssn)
         seq = count()
         jobs: dict[str, _Line] = {}
         queue_heap: list[tuple[tuple[object, ...], int, QueueInfo]] = []
@@ -132,6 +133,33 @@ class Allocate:
             return failure
         gang = f"gang: {placed}/{job.min_available} pods fit"
         return f"{gang}; {failure}" if failure else gang
+
+
+def bind_nominated(ssn: Session) -> None:
+    """Pipelined pods go first to the node they were nominated to, once their victims have left it:
+    the room was reclaimed (or preempted) for them and is kept from everyone else until then. A gang
+    binds all its nominated pods at once or keeps waiting."""
+    by_job: dict[int, list[TaskInfo]] = {}
+    for task in ssn.pipelined.values():
+        by_job.setdefault(id(task.job), []).append(task)
+    for tasks in sorted(by_job.values(), key=lambda tasks: ssn.job_key(tasks[0].job)):
+        job = tasks[0].job
+        rows = [(task, task.node) for task in sorted(tasks, key=ssn.task_key)]
+        for task, row in rows:
+            ssn.undo_pipeline(task, row, TaskStatus.PENDING)
+        stmt = ssn.statement()
+        bound = 0
+        for task, row in rows:
+            if not ssn.fits_now(task, row):
+                break
+            stmt.allocate(task, row)
+            bound += 1
+        if bound == len(rows) and ssn.job_ready(job):
+            stmt.commit()
+            continue
+        stmt.discard()
+        for task, row in rows:
+            ssn.apply_pipeline(task, row)
 
 
 def pending_tasks_sorted(ssn: Session, job: JobInfo) -> list[TaskInfo]:
