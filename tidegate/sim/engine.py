@@ -51,6 +51,20 @@ class Autoscaler:
     warnings: list[str] = field(default_factory=list)
 
 
+@dataclass(slots=True)
+class Outcome:
+    """What a finished run leaves for summaries and reports: series, jobs, events, pools (no live state,
+    so it can travel between processes)."""
+
+    name: str
+    end: float
+    idc_gpus: int
+    meter: Meter
+    jobs: list[SimJob]
+    pools: dict[str, Pool]
+    events: list[tuple[float, str]]
+
+
 def static_quotas(queues: list[Queue]) -> list[Queue]:
     """Static quotas: every queue capped at its deserved share (nothing lent, nothing borrowed)."""
     out = []
@@ -371,6 +385,9 @@ class Simulation:
             pool.draining.remove(node)
         self.core.remove_nodes([node])
         self.meter[f"billed_nodes/{pool.name}"].add(-1, self.clock.now())
+
+    def outcome(self) -> Outcome:
+        return Outcome(self.name, self.end, self.idc_gpus, self.meter, self.jobs, self.pools, self.events)
 
     @property
     def idc_gpus(self) -> int:

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import copy
+import os
+import queue as queue_module
 from collections.abc import Callable
+from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
+from multiprocessing import Manager
 from typing import Any
 
 import numpy as np
@@ -13,7 +17,7 @@ from tidegate.model.objects import Queue
 from tidegate.model.resources import CPU, GPU_MEMORY, GPU_MILLI, GPU_NUMBER, MEMORY, NVIDIA_GPU
 from tidegate.scheduler.online import OnlineScheduler
 from tidegate.sim.core import Core
-from tidegate.sim.engine import Simulation, static_quotas
+from tidegate.sim.engine import Outcome, Simulation, static_quotas
 from tidegate.sim.fleet import Pool
 from tidegate.sim.loader import SimulationInput
 from tidegate.sim.spec import SimulationSpec
@@ -25,10 +29,10 @@ WORKLOAD_RESOURCES = (CPU, MEMORY, NVIDIA_GPU, GPU_MILLI, GPU_MEMORY, GPU_NUMBER
 
 @dataclass(slots=True)
 class RunResult:
-    """A finished scenario: the engine (for series and events) and its summary figures."""
+    """A finished scenario: its series, jobs and events, and its summary figures."""
 
     name: str
-    simulation: Simulation
+    simulation: Outcome
     summary: dict[str, Any] = field(default_factory=dict)
 
 
@@ -44,7 +48,7 @@ def _waits(waits: list[float]) -> dict[str, Any]:
     }
 
 
-def summarise(name: str, sim: Simulation, window: float) -> dict[str, Any]:
+def summarise(name: str, sim: Outcome, window: float) -> dict[str, Any]:
     """The figures summary.json reports for one run. Utilisation is measured over [0, window]
     (the workload's span, the same for every scenario); cost and waits over the whole run."""
     end = max(sim.end, 1e-9)
@@ -105,45 +109,76 @@ def online_core(inp: SimulationInput, queues: list[Queue]) -> Core:
     return OnlineScheduler([], queues, inp.config, resources=WORKLOAD_RESOURCES, report_waiting=False)
 
 
-def run_simulation(
-    inp: SimulationInput,
-    name: str | None = None,
-    core_factory: Callable[[SimulationInput, list[Queue]], Core] | None = None,
-    on_progress: Callable[[str, float, float], None] | None = None,
-) -> list[RunResult]:
-    """Every scenario of the named (or only) Simulation, each on a fresh copy of the same workload."""
+Progress = Callable[[str, float, float], None]
+CoreFactory = Callable[[SimulationInput, list[Queue]], Core]
+
+
+def _spec(inp: SimulationInput, name: str | None) -> tuple[str, SimulationSpec]:
     if not inp.simulations:
         raise ValueError("no Simulation manifest found (kind: Simulation, apiVersion: tidegate.io/v1alpha1)")
     if name is None:
         if len(inp.simulations) > 1:
             raise ValueError(f"several simulations ({', '.join(inp.simulations)}); choose one with --name")
         name = next(iter(inp.simulations))
-    spec: SimulationSpec = inp.simulations[name]
+    return name, inp.simulations[name]
+
+
+def run_scenario(
+    inp: SimulationInput,
+    name: str,
+    scenario_name: str,
+    core_factory: CoreFactory | None = None,
+    on_progress: Progress | None = None,
+) -> RunResult:
+    """One scenario of the named Simulation on a fresh copy of its workload."""
+    spec = inp.simulations[name]
     workload = inp.workloads[spec.workload]
     records = trace_jobs(workload)
     horizon = max((r.submit_s for r in records), default=0.0)
-    results = []
-    for scenario_name in spec.scenarios:
-        scenario = inp.scenarios[scenario_name]
-        queues = static_quotas(inp.queues) if scenario.quotas == "static" else list(inp.queues)
-        pools = [
-            Pool(pool_name, pool, pool.cluster, inp.clusters[pool.cluster]) for pool_name, pool in inp.pools.items()
+    scenario = inp.scenarios[scenario_name]
+    queues = static_quotas(inp.queues) if scenario.quotas == "static" else list(inp.queues)
+    pools = [Pool(pool_name, pool, pool.cluster, inp.clusters[pool.cluster]) for pool_name, pool in inp.pools.items()]
+    jobs: list[SimJob] = sim_jobs(workload, records)
+    core = core_factory(inp, queues) if core_factory else online_core(inp, queues)
+    progress = (lambda t: on_progress(scenario_name, t, horizon)) if on_progress else None
+    sim = Simulation(scenario_name, core, queues, pools, copy.deepcopy(inp.hpas), jobs, scenario, spec, progress)
+    sim.run()
+    outcome = sim.outcome()
+    return RunResult(scenario_name, outcome, summarise(scenario_name, outcome, spec.until_seconds or horizon))
+
+
+def _run_in_worker(
+    inp: SimulationInput, name: str, scenario_name: str, updates: queue_module.Queue[tuple[str, float, float]]
+) -> RunResult:
+    return run_scenario(inp, name, scenario_name, on_progress=lambda s, t, h: updates.put((s, t, h)))
+
+
+def run_simulation(
+    inp: SimulationInput,
+    name: str | None = None,
+    core_factory: CoreFactory | None = None,
+    on_progress: Progress | None = None,
+    workers: int | None = None,
+) -> list[RunResult]:
+    """Every scenario of the named (or only) Simulation, each on a fresh copy of the same workload.
+
+    Scenarios are independent, so with `workers` > 1 (default: one per CPU) they run in parallel
+    processes; every figure is the same as in one process. A custom core factory runs in-process.
+    """
+    name, spec = _spec(inp, name)
+    workers = min(workers or os.cpu_count() or 1, len(spec.scenarios))
+    if workers <= 1 or core_factory is not None:
+        return [run_scenario(inp, name, s, core_factory, on_progress) for s in spec.scenarios]
+    with Manager() as manager, ProcessPoolExecutor(max_workers=workers) as pool:
+        updates = manager.Queue()
+        futures: list[Future[RunResult]] = [
+            pool.submit(_run_in_worker, inp, name, s, updates) for s in spec.scenarios
         ]
-        jobs: list[SimJob] = sim_jobs(workload, records)
-        core = core_factory(inp, queues) if core_factory else online_core(inp, queues)
-        progress = (lambda t, s=scenario_name: on_progress(s, t, horizon)) if on_progress else None
-        sim = Simulation(
-            scenario_name,
-            core,
-            queues,
-            pools,
-            copy.deepcopy(inp.hpas),
-            jobs,
-            scenario,
-            spec,
-            progress,
-        )
-        sim.run()
-        window = spec.until_seconds or horizon
-        results.append(RunResult(scenario_name, sim, summarise(scenario_name, sim, window)))
-    return results
+        while not all(f.done() for f in futures):
+            try:
+                update = updates.get(timeout=0.2)
+            except queue_module.Empty:
+                continue
+            if on_progress:
+                on_progress(*update)
+        return [f.result() for f in futures]
