@@ -13,7 +13,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/tidegate schedule -f examples/seed/
+	$(BIN)/tidegate simulate examples/hybrid-idc/ --out out/
 
 lint: $(STAMP)
 	$(BIN)/ruff check tidegate tests bench

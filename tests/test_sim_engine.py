@@ -115,3 +115,11 @@ def test_the_online_core_reclaims_exactly_as_a_fresh_snapshot_each_cycle(tmp_pat
             (j.name, j.queue, j.started, j.finished, j.restarts) for j in b.simulation.jobs
         ]
         assert a.summary == b.summary
+
+
+def test_scenarios_in_parallel_processes_give_the_same_figures(tmp_path: Path) -> None:
+    inp = load_simulation([str(write_elastic_sim(tmp_path / "sim"))])
+    parallel = run_simulation(inp, workers=2)
+    sequential = run_simulation(inp, workers=1)
+    assert [r.summary for r in parallel] == [r.summary for r in sequential]
+    assert [r.simulation.events for r in parallel] == [r.simulation.events for r in sequential]

@@ -19,6 +19,9 @@ def simulate(
     paths: Annotated[list[str], typer.Argument(help="Simulation folder(s) or files: queues, pools, HPA, workload.")],
     out: Annotated[Path, typer.Option("--out", help="Folder for summary.json and report.html.")] = Path("out"),
     name: Annotated[str | None, typer.Option("--name", help="Which Simulation manifest to run.")] = None,
+    workers: Annotated[
+        int, typer.Option("--workers", min=0, help="Processes running scenarios side by side (0: one per CPU).")
+    ] = 0,
 ) -> None:
     """Simulate every scenario on the same workload; print them side by side and write a report."""
     console, err = Console(), Console(stderr=True)
@@ -47,7 +50,7 @@ def simulate(
             progress.update(tasks[scenario], completed=min(now, horizon))
 
         try:
-            results = run_simulation(inp, name, on_progress=advance)
+            results = run_simulation(inp, name, on_progress=advance, workers=workers or None)
         except ValueError as exc:
             err.print(f"[red]error[/]: {exc}", highlight=False)
             raise typer.Exit(1) from exc

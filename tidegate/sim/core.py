@@ -96,7 +96,7 @@ class SnapshotCore:
                 pod, node_name=bind.node, nominated_node_name="", phase=PodPhase.RUNNING, gpu_indices=bind.gpu_indices
             )
         nominated = {p.pod: p.node for p in decisions.pipelined}
-        for group_key, group_pods in self.pods.items():
+        for group_pods in self.pods.values():
             for i, pod in enumerate(group_pods):
                 node = nominated.get(pod.key, "") if not pod.node_name else ""
                 if pod.nominated_node_name != node:

@@ -171,9 +171,7 @@ def run_simulation(
         return [run_scenario(inp, name, s, core_factory, on_progress) for s in spec.scenarios]
     with Manager() as manager, ProcessPoolExecutor(max_workers=workers) as pool:
         updates = manager.Queue()
-        futures: list[Future[RunResult]] = [
-            pool.submit(_run_in_worker, inp, name, s, updates) for s in spec.scenarios
-        ]
+        futures: list[Future[RunResult]] = [pool.submit(_run_in_worker, inp, name, s, updates) for s in spec.scenarios]
         while not all(f.done() for f in futures):
             try:
                 update = updates.get(timeout=0.2)

@@ -34,11 +34,7 @@ class Enqueue:
                         level.inqueue += reserved
         queues = sorted((q for q in ssn.queues.values() if q.jobs), key=ssn.queue_key)
         for queue in queues:
-            pending = [
-                job
-                for job in queue.jobs
-                if job.phase is pending_phase and job.enqueue_blocked_at != ssn.freed
-            ]
+            pending = [job for job in queue.jobs if job.phase is pending_phase and job.enqueue_blocked_at != ssn.freed]
             # Admission votes read the job's queue and minResources: a job asking what another was just
             # refused gets the same answer until something is admitted.
             refused: dict[bytes, str] = {}

@@ -62,7 +62,9 @@ class CapacityPlugin(Plugin):
             self._guarantee_cols = {
                 name: [(c, float(g[c])) for c in dims if g[c] > 0] for name, g in self.guarantee.items()
             }
-            self._deserved_cols = {name: {c: float(d[c]) for c in dims if d[c] > 0} for name, d in self.deserved.items()}
+            self._deserved_cols = {
+                name: {c: float(d[c]) for c in dims if d[c] > 0} for name, d in self.deserved.items()
+            }
             self._inputs = inputs
         ext = ssn.ext
         ext.queue_order.append(self._queue_order)
