@@ -161,11 +161,12 @@ def report(rows: list[Row], quick: bool, repeats: int, load_before: str = "") ->
     )
 
 
-def write(text: str, path: Path = BENCHMARKS_MD) -> None:
+def write(text: str, path: Path = BENCHMARKS_MD, start: str = START, end: str = END) -> None:
+    """Replace the block between the start and end markers in `path` (append it if absent)."""
     content = path.read_text() if path.exists() else ""
-    block = f"{START}\n{text}{END}"
-    if START in content and END in content:
-        content = re.sub(re.escape(START) + ".*?" + re.escape(END), lambda _: block, content, flags=re.S)
+    block = f"{start}\n{text}{end}"
+    if start in content and end in content:
+        content = re.sub(re.escape(start) + ".*?" + re.escape(end), lambda _: block, content, flags=re.S)
     else:
         content = content.rstrip() + ("\n\n" if content else "") + block + "\n"
     path.write_text(content)

@@ -20,19 +20,18 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bench.run_all import BENCHMARKS_MD, write
 from tidegate.model.objects import Queue
 from tidegate.sim.core import Core, SnapshotCore
 from tidegate.sim.loader import SimulationInput, load_simulation
 from tidegate.sim.run import run_simulation
 
 ROOT = Path(__file__).resolve().parent.parent
-BENCHMARKS_MD = ROOT / "BENCHMARKS.md"
 OPENB = ROOT.parent / "shared" / "data" / "alibaba-openb" / "openb_pod_list_default.csv"
 HYBRID = ROOT / "examples" / "hybrid-idc"
 START = "<!-- bench:simulation:start -->"
@@ -160,28 +159,19 @@ def summary(rows: list[Row]) -> str:
     return "\n".join(out) + "\n"
 
 
-def write(text: str, path: Path = BENCHMARKS_MD) -> None:
-    content = path.read_text()
-    block = f"{START}\n{text}{END}"
-    if START in content and END in content:
-        content = re.sub(re.escape(START) + ".*?" + re.escape(END), lambda _: block, content, flags=re.S)
-    else:
-        content = content.rstrip("\n") + "\n\n" + block + "\n"
-    path.write_text(content)
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="prefixes only (smoke run)")
     parser.add_argument("--write", action="store_true", help="rewrite the results section of BENCHMARKS.md")
     parser.add_argument("--baseline-jobs", type=int, default=400, help="replay prefix both cores run")
     parser.add_argument("--work", type=Path, default=Path("out/bench-simulation"), help="scratch folder")
+    parser.add_argument("--write-to", type=Path, default=BENCHMARKS_MD, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     rows = run(args.quick, args.baseline_jobs, args.work)
     text = table(rows) + "\n" + summary(rows)
     print(text)
-    if args.write:
-        write(text)
+    if args.write or args.write_to != BENCHMARKS_MD:
+        write(text, args.write_to, START, END)
     return 0
 
 

@@ -6,7 +6,26 @@ from pathlib import Path
 
 import yaml
 
-QUEUES = """
+
+def scheduler_and_idc(actions: str) -> str:
+    """The scheduler configuration (capacity queues) and the IDC cluster both test folders use."""
+    return f"""apiVersion: tidegate.io/v1alpha1
+kind: SchedulerConfiguration
+metadata: {{name: s}}
+actions: "{actions}"
+tiers:
+- plugins: [{{name: priority}}, {{name: gang}}]
+- plugins: [{{name: drf}}, {{name: predicates}}, {{name: capacity}}, {{name: nodeorder}}, {{name: binpack}}]
+---
+apiVersion: tidegate.io/v1alpha1
+kind: Cluster
+metadata: {{name: idc}}
+spec: {{type: idc, region: bj}}
+"""
+
+
+QUEUES = (
+    """
 apiVersion: scheduling.volcano.sh/v1beta1
 kind: Queue
 metadata: {name: pool}
@@ -22,19 +41,9 @@ kind: Queue
 metadata: {name: burst-cloud}
 spec: {weight: 1, parent: pool, capability: {nvidia.com/gpu: "16"}}
 ---
-apiVersion: tidegate.io/v1alpha1
-kind: SchedulerConfiguration
-metadata: {name: s}
-actions: "enqueue, allocate, backfill"
-tiers:
-- plugins: [{name: priority}, {name: gang}]
-- plugins: [{name: drf}, {name: predicates}, {name: capacity}, {name: nodeorder}, {name: binpack}]
----
-apiVersion: tidegate.io/v1alpha1
-kind: Cluster
-metadata: {name: idc}
-spec: {type: idc, region: bj}
----
+"""
+    + scheduler_and_idc("enqueue, allocate, backfill")
+    + """---
 apiVersion: tidegate.io/v1alpha1
 kind: Cluster
 metadata: {name: aliyun}
@@ -86,6 +95,7 @@ kind: Scenario
 metadata: {name: burst}
 spec: {quotas: elastic, burst: {enabled: true, queue: burst-cloud, afterSeconds: 300}}
 """
+)
 
 
 def write_sim(folder: Path, jobs_csv: str, scenarios: list[str], pinned_fraction: float = 0.0) -> Path:
@@ -116,7 +126,8 @@ def write_sim(folder: Path, jobs_csv: str, scenarios: list[str], pinned_fraction
     return folder
 
 
-ELASTIC = """
+ELASTIC = (
+    """
 apiVersion: scheduling.volcano.sh/v1beta1
 kind: Queue
 metadata: {name: pool}
@@ -132,19 +143,9 @@ kind: Queue
 metadata: {name: prod}
 spec: {weight: 1, parent: pool, reclaimable: true, capability: {nvidia.com/gpu: "32"}, deserved: {nvidia.com/gpu: "16"}}
 ---
-apiVersion: tidegate.io/v1alpha1
-kind: SchedulerConfiguration
-metadata: {name: s}
-actions: "enqueue, allocate, backfill, reclaim"
-tiers:
-- plugins: [{name: priority}, {name: gang}]
-- plugins: [{name: drf}, {name: predicates}, {name: capacity}, {name: nodeorder}, {name: binpack}]
----
-apiVersion: tidegate.io/v1alpha1
-kind: Cluster
-metadata: {name: idc}
-spec: {type: idc, region: bj}
----
+"""
+    + scheduler_and_idc("enqueue, allocate, backfill, reclaim")
+    + """---
 apiVersion: tidegate.io/v1alpha1
 kind: NodePool
 metadata: {name: idc-a100}
@@ -181,6 +182,7 @@ kind: Simulation
 metadata: {name: s}
 spec: {workload: w, scenarios: [static, elastic]}
 """
+)
 
 
 def write_elastic_sim(folder: Path) -> Path:
