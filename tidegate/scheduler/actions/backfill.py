@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from tidegate.scheduler.actions.allocate import schedulable_jobs
+from tidegate.scheduler.info import TaskInfo
 from tidegate.scheduler.session import Session
 
 
@@ -11,11 +12,21 @@ class Backfill:
 
     def execute(self, ssn: Session) -> None:
         pods_col = ssn.index.col["pods"]
+
+        def best_effort(task: TaskInfo) -> bool:
+            return (
+                all(col == pods_col for col, _ in task.request_nonzero)
+                if task.request_nonzero
+                else bool(task.request.sum() == task.request[pods_col])
+            )
+
         for queue in sorted(ssn.queues.values(), key=ssn.queue_key):
-            for job in sorted(schedulable_jobs(ssn, queue), key=ssn.job_key):
+            # Only jobs with a best-effort pod to place: allocate handles the others.
+            candidates = [j for j in schedulable_jobs(ssn, queue) if any(best_effort(t) for t in j.pending_tasks())]
+            for job in sorted(candidates, key=ssn.job_key):
                 stmt = ssn.statement()
                 for task in sorted(job.pending_tasks(), key=ssn.task_key):
-                    if task.request.sum() != task.request[pods_col]:
+                    if not best_effort(task):
                         continue  # not best-effort: allocate handles it
                     # The queue must still take pods (Open, a leaf queue); quotas never bind best-effort pods.
                     reason = ssn.queue_not_allocatable_reason(queue, task)
