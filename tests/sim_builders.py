@@ -191,3 +191,64 @@ def write_elastic_sim(folder: Path) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "all.yaml").write_text(ELASTIC)
     return folder
+
+
+RECLAIM_ONE_NODE = (
+    """
+apiVersion: scheduling.volcano.sh/v1beta1
+kind: Queue
+metadata: {name: pool}
+spec: {weight: 1}
+---
+apiVersion: scheduling.volcano.sh/v1beta1
+kind: Queue
+metadata: {name: dev}
+spec: {weight: 1, parent: pool, reclaimable: true, capability: {nvidia.com/gpu: "8"}, deserved: {nvidia.com/gpu: "4"}}
+---
+apiVersion: scheduling.volcano.sh/v1beta1
+kind: Queue
+metadata: {name: prod}
+spec: {weight: 1, parent: pool, reclaimable: true, capability: {nvidia.com/gpu: "8"}, deserved: {nvidia.com/gpu: "4"}}
+---
+"""
+    + scheduler_and_idc("enqueue, allocate, backfill, reclaim")
+    + """---
+apiVersion: tidegate.io/v1alpha1
+kind: NodePool
+metadata: {name: idc-a100}
+spec: {cluster: idc, count: 1, gpu: {product: A100, count: 8, memoryMiB: 81920}}
+---
+apiVersion: tidegate.io/v1alpha1
+kind: Scenario
+metadata: {name: elastic}
+spec: {quotas: elastic}
+---
+apiVersion: tidegate.io/v1alpha1
+kind: Simulation
+metadata: {name: s}
+spec: {workload: w, scenarios: [elastic]}
+"""
+)
+
+
+def write_reclaim_sim(folder: Path, jobs_csv: str, checkpoint_every: float) -> Path:
+    """One 8-GPU IDC node shared by dev and prod (deserved 4 GPUs each, capability 8, reclaimable);
+    Helios-style jobs, vc1 in dev and vc2 in prod, checkpointing every `checkpoint_every` seconds."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "base.yaml").write_text(RECLAIM_ONE_NODE)
+    (folder / "jobs.csv").write_text(
+        "job_id,user,vc,gpu_num,cpu_num,node_num,state,submit_time,start_time,end_time,duration,queue\n" + jobs_csv
+    )
+    workload = {
+        "apiVersion": "tidegate.io/v1alpha1",
+        "kind": "Workload",
+        "metadata": {"name": "w"},
+        "spec": {
+            "source": "helios",
+            "path": "jobs.csv",
+            "queueByVc": {"vc1": "dev", "vc2": "prod"},
+            "checkpointEverySeconds": checkpoint_every,
+        },
+    }
+    (folder / "workload.yaml").write_text(yaml.safe_dump(workload))
+    return folder

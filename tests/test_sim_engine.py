@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from sim_builders import write_elastic_sim, write_sim
+from sim_builders import write_elastic_sim, write_reclaim_sim, write_sim
 
 from tidegate.model.objects import Queue
 from tidegate.model.resources import Resources
@@ -123,3 +123,28 @@ def test_scenarios_in_parallel_processes_give_the_same_figures(tmp_path: Path) -
     sequential = run_simulation(inp, workers=1)
     assert [r.summary for r in parallel] == [r.summary for r in sequential]
     assert [r.simulation.events for r in parallel] == [r.simulation.events for r in sequential]
+
+
+# dev's a (8 GPUs, 5,000 s) borrows the whole node from t=0; prod's b (4 GPUs, 500 s) arrives at
+# t=1,000 and reclaims prod's deserved 4 GPUs: a is evicted at 1,000 and b binds at the next cycle
+# (1,001), when a's pods are gone; a waits for b to finish (1,501) and starts again.
+RECLAIMED = "a,u,vc1,8,8,1,COMPLETED,0,0,5000,5000,0\nb,u,vc2,4,4,1,COMPLETED,1000,1000,1500,500,0\n"
+
+
+@pytest.mark.parametrize(
+    ("every", "lost_gpu_s", "a_finishes"),
+    [
+        (600.0, (1000 - 600) * 8, 1501 + 5000 - 600),  # resumes from the checkpoint at 600 s
+        (0.0, 1000 * 8, 1501 + 5000),  # no checkpoints: starts again from zero
+        (1000.0, 0, 1501 + 5000 - 1000),  # a checkpoint completed exactly at the eviction
+    ],
+)
+def test_a_reclaimed_job_resumes_from_its_last_checkpoint(
+    tmp_path: Path, every: float, lost_gpu_s: float, a_finishes: float
+) -> None:
+    (result,) = run_simulation(load_simulation([str(write_reclaim_sim(tmp_path / "sim", RECLAIMED, every))]))
+    jobs = {j.name: j for j in result.simulation.jobs}
+    assert (jobs["a"].started, jobs["a"].restarts, jobs["a"].finished) == (0.0, 1, a_finishes)
+    assert (jobs["b"].started, jobs["b"].finished) == (1001.0, 1501.0)
+    assert result.simulation.meter["lost_gpu_seconds"].value == lost_gpu_s
+    assert result.simulation.events[0] == (1000.0, "a: restarted (evicted: reclaimed by queue prod for default/b)")

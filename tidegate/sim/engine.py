@@ -226,7 +226,8 @@ class Simulation:
         if job.started is None:
             job.started = now
         run = Running(job, group_key, nodes, local, cloud, now)
-        run.timer = self.clock.call_at(now + job.record.duration_s, partial(self._finish, run), PRIORITY_RELEASE)
+        remaining = job.record.duration_s - job.done_s
+        run.timer = self.clock.call_at(now + remaining, partial(self._finish, run), PRIORITY_RELEASE)
         self.running[group_key] = run
         for node in nodes:
             self.node_pods.setdefault(node, set()).add(group_key)
@@ -261,12 +262,18 @@ class Simulation:
         self._demand(-run.job.gpus)
 
     def _restart(self, run: Running, reason: str) -> None:
-        """RestartJob: the gang loses its pods and starts again from the beginning."""
+        """RestartJob: the gang loses its pods and starts again from its last checkpoint (from the
+        beginning without checkpoints); the work since that checkpoint is lost."""
         timer = run.timer
         if timer is not None:
             timer.cancel()  # type: ignore[attr-defined]
         now = self.clock.now()
-        self.meter["lost_gpu_seconds"].add((now - run.started_at) * run.job.gpus, now)
+        job = run.job
+        ran = now - run.started_at
+        every = job.checkpoint_every_s
+        saved = min(math.floor(ran / every) * every, job.record.duration_s - job.done_s) if every > 0 else 0.0
+        job.done_s += saved
+        self.meter["lost_gpu_seconds"].add((ran - saved) * job.gpus, now)
         self._release(run)
         run.job.restarts += 1
         self.events.append((now, f"{run.job.name}: restarted ({reason})"))

@@ -114,6 +114,9 @@ class WorkloadSpec(Spec):
     default_queue: str = "default"
     #: Keep at most this many jobs (0 = all); for quick runs.
     limit: Annotated[int, Field(ge=0)] = 0
+    #: Jobs save a checkpoint every this many seconds of running (0 = never): a restarted job resumes
+    #: from its last one and loses only the work since.
+    checkpoint_every_seconds: Annotated[float, Field(ge=0)] = 0.0
 
 
 class BurstSpec(Spec):

@@ -57,6 +57,10 @@ class SimJob:
     finished: float | None = None
     failed_reason: str = ""
     restarts: int = 0
+    #: Seconds of work kept by checkpoints across restarts (the job resumes from there).
+    done_s: float = 0.0
+    #: Checkpoint period in seconds of running (0 = none).
+    checkpoint_every_s: float = 0.0
     #: Queue the job was first submitted to (it may overflow to the burst queue).
     home_queue: str = ""
 
@@ -137,7 +141,9 @@ def sim_jobs(spec: WorkloadSpec, records: list[TraceJob]) -> list[SimJob]:
         queue = spec.queue_by_vc.get(record.queue) or (record.queue if record.queue in pinned_by_queue else "")
         queue = queue or spec.default_queue
         pinned = bool(rng.random() < pinned_by_queue.get(queue, 0.0))
-        out.append(SimJob(record, queue, pinned, record.submit_s, home_queue=queue))
+        job = SimJob(record, queue, pinned, record.submit_s, home_queue=queue)
+        job.checkpoint_every_s = spec.checkpoint_every_seconds
+        out.append(job)
     return out
 
 
