@@ -24,6 +24,25 @@ spec: {{type: idc, region: bj}}
 """
 
 
+def dev_and_prod(deserved: int, capability: int, nodes: int) -> str:
+    """dev and prod under one parent, each with these GPUs deserved and capability (reclaimable), the
+    reclaiming scheduler configuration, and an IDC of `nodes` 8-GPU nodes."""
+    limits = f'capability: {{nvidia.com/gpu: "{capability}"}}, deserved: {{nvidia.com/gpu: "{deserved}"}}'
+    queues = "".join(
+        f"apiVersion: scheduling.volcano.sh/v1beta1\nkind: Queue\nmetadata: {{name: {name}}}\n"
+        f"spec: {{weight: 1, parent: pool, reclaimable: true, {limits}}}\n---\n"
+        for name in ("dev", "prod")
+    )
+    pool = f"spec: {{cluster: idc, count: {nodes}, gpu: {{product: A100, count: 8, memoryMiB: 81920}}}}\n"
+    return (
+        "apiVersion: scheduling.volcano.sh/v1beta1\nkind: Queue\nmetadata: {name: pool}\nspec: {weight: 1}\n---\n"
+        + queues
+        + scheduler_and_idc("enqueue, allocate, backfill, reclaim")
+        + "---\napiVersion: tidegate.io/v1alpha1\nkind: NodePool\nmetadata: {name: idc-a100}\n"
+        + pool
+    )
+
+
 QUEUES = (
     """
 apiVersion: scheduling.volcano.sh/v1beta1
@@ -127,30 +146,8 @@ def write_sim(folder: Path, jobs_csv: str, scenarios: list[str], pinned_fraction
 
 
 ELASTIC = (
-    """
-apiVersion: scheduling.volcano.sh/v1beta1
-kind: Queue
-metadata: {name: pool}
-spec: {weight: 1}
----
-apiVersion: scheduling.volcano.sh/v1beta1
-kind: Queue
-metadata: {name: dev}
-spec: {weight: 1, parent: pool, reclaimable: true, capability: {nvidia.com/gpu: "32"}, deserved: {nvidia.com/gpu: "16"}}
----
-apiVersion: scheduling.volcano.sh/v1beta1
-kind: Queue
-metadata: {name: prod}
-spec: {weight: 1, parent: pool, reclaimable: true, capability: {nvidia.com/gpu: "32"}, deserved: {nvidia.com/gpu: "16"}}
----
-"""
-    + scheduler_and_idc("enqueue, allocate, backfill, reclaim")
+    dev_and_prod(deserved=16, capability=32, nodes=4)
     + """---
-apiVersion: tidegate.io/v1alpha1
-kind: NodePool
-metadata: {name: idc-a100}
-spec: {cluster: idc, count: 4, gpu: {product: A100, count: 8, memoryMiB: 81920}}
----
 apiVersion: tidegate.io/v1alpha1
 kind: Scenario
 metadata: {name: static}
@@ -194,30 +191,8 @@ def write_elastic_sim(folder: Path) -> Path:
 
 
 RECLAIM_ONE_NODE = (
-    """
-apiVersion: scheduling.volcano.sh/v1beta1
-kind: Queue
-metadata: {name: pool}
-spec: {weight: 1}
----
-apiVersion: scheduling.volcano.sh/v1beta1
-kind: Queue
-metadata: {name: dev}
-spec: {weight: 1, parent: pool, reclaimable: true, capability: {nvidia.com/gpu: "8"}, deserved: {nvidia.com/gpu: "4"}}
----
-apiVersion: scheduling.volcano.sh/v1beta1
-kind: Queue
-metadata: {name: prod}
-spec: {weight: 1, parent: pool, reclaimable: true, capability: {nvidia.com/gpu: "8"}, deserved: {nvidia.com/gpu: "4"}}
----
-"""
-    + scheduler_and_idc("enqueue, allocate, backfill, reclaim")
+    dev_and_prod(deserved=4, capability=8, nodes=1)
     + """---
-apiVersion: tidegate.io/v1alpha1
-kind: NodePool
-metadata: {name: idc-a100}
-spec: {cluster: idc, count: 1, gpu: {product: A100, count: 8, memoryMiB: 81920}}
----
 apiVersion: tidegate.io/v1alpha1
 kind: Scenario
 metadata: {name: elastic}
