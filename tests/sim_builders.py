@@ -117,31 +117,37 @@ spec: {quotas: elastic, burst: {enabled: true, queue: burst-cloud, afterSeconds:
 )
 
 
-def write_sim(folder: Path, jobs_csv: str, scenarios: list[str], pinned_fraction: float = 0.0) -> Path:
-    """A one-node IDC, a two-node cloud pool behind the HPA, and jobs from a Helios-style CSV."""
+HELIOS_HEADER = "job_id,user,vc,gpu_num,cpu_num,node_num,state,submit_time,start_time,end_time,duration,queue\n"
+
+
+def write_helios_sim(folder: Path, base: str, jobs_csv: str, workload_spec: dict[str, object]) -> Path:
+    """A folder with the `base` manifests, a Helios-style jobs.csv and a Workload `w` reading it."""
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "base.yaml").write_text(QUEUES)
-    (folder / "jobs.csv").write_text(
-        "job_id,user,vc,gpu_num,cpu_num,node_num,state,submit_time,start_time,end_time,duration,queue\n" + jobs_csv
-    )
+    (folder / "base.yaml").write_text(base)
+    (folder / "jobs.csv").write_text(HELIOS_HEADER + jobs_csv)
     workload = {
         "apiVersion": "tidegate.io/v1alpha1",
         "kind": "Workload",
         "metadata": {"name": "w"},
-        "spec": {
-            "source": "helios",
-            "path": "jobs.csv",
-            "queueByVc": {"vc1": "dev", "vc2": "burst-cloud"},
-            "queues": [{"name": "dev", "share": 1, "pinnedFraction": pinned_fraction}],
-        },
+        "spec": {"source": "helios", "path": "jobs.csv", **workload_spec},
     }
+    (folder / "workload.yaml").write_text(yaml.safe_dump(workload))
+    return folder
+
+
+def write_sim(folder: Path, jobs_csv: str, scenarios: list[str], pinned_fraction: float = 0.0) -> Path:
+    """A one-node IDC, a two-node cloud pool behind the HPA, and jobs from a Helios-style CSV."""
     simulation = {
         "apiVersion": "tidegate.io/v1alpha1",
         "kind": "Simulation",
         "metadata": {"name": "s"},
         "spec": {"workload": "w", "scenarios": scenarios},
     }
-    (folder / "run.yaml").write_text(yaml.safe_dump_all([workload, simulation]))
+    spec = {
+        "queueByVc": {"vc1": "dev", "vc2": "burst-cloud"},
+        "queues": [{"name": "dev", "share": 1, "pinnedFraction": pinned_fraction}],
+    }
+    write_helios_sim(folder, QUEUES + "---\n" + yaml.safe_dump(simulation), jobs_csv, spec)
     return folder
 
 
@@ -209,21 +215,5 @@ spec: {workload: w, scenarios: [elastic]}
 def write_reclaim_sim(folder: Path, jobs_csv: str, checkpoint_every: float) -> Path:
     """One 8-GPU IDC node shared by dev and prod (deserved 4 GPUs each, capability 8, reclaimable);
     Helios-style jobs, vc1 in dev and vc2 in prod, checkpointing every `checkpoint_every` seconds."""
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "base.yaml").write_text(RECLAIM_ONE_NODE)
-    (folder / "jobs.csv").write_text(
-        "job_id,user,vc,gpu_num,cpu_num,node_num,state,submit_time,start_time,end_time,duration,queue\n" + jobs_csv
-    )
-    workload = {
-        "apiVersion": "tidegate.io/v1alpha1",
-        "kind": "Workload",
-        "metadata": {"name": "w"},
-        "spec": {
-            "source": "helios",
-            "path": "jobs.csv",
-            "queueByVc": {"vc1": "dev", "vc2": "prod"},
-            "checkpointEverySeconds": checkpoint_every,
-        },
-    }
-    (folder / "workload.yaml").write_text(yaml.safe_dump(workload))
-    return folder
+    spec = {"queueByVc": {"vc1": "dev", "vc2": "prod"}, "checkpointEverySeconds": checkpoint_every}
+    return write_helios_sim(folder, RECLAIM_ONE_NODE, jobs_csv, spec)
