@@ -93,14 +93,11 @@ class OnlineScheduler:
         ssn.reopen(now)
         for name in self.config.actions:
             ACTIONS[name].execute(ssn)
-        placed: dict[int, JobInfo] = {}
-        for task in ssn.allocation_log:
-            if task.status is TaskStatus.ALLOCATED:
-                placed[id(task.job)] = task.job
+        allocated = [task for task in ssn.allocation_log if task.status is TaskStatus.ALLOCATED]
+        placed = {id(task.job): task.job for task in allocated}
         decisions = decide_jobs(ssn, list(self.waiting.values()) if self.report_waiting else placed.values())
-        for task in ssn.allocation_log:
-            if task.status is TaskStatus.ALLOCATED:
-                task.job.set_status(task, TaskStatus.RUNNING)
+        for task in allocated:
+            task.job.set_status(task, TaskStatus.RUNNING)
         if placed:
             ssn.placed += 1  # bound pods run from now on: new candidate victims
         touched = dict(placed)
@@ -115,7 +112,6 @@ class OnlineScheduler:
             if job.key in self.waiting and not job.counts[TaskStatus.PENDING] and job.ready_num >= job.min_available:
                 del self.waiting[job.key]
         for job in placed.values():
-            job.phase = ssn.final_phase(job)
             ssn.settle(job)
         return decisions
 
