@@ -111,6 +111,9 @@ class JobInfo:
     #: again (placements and admissions only take capacity and quota), so cycles skip it.
     blocked_at: int = -1
     enqueue_blocked_at: int = -1
+    #: `(node table generation, pending pods)` when allocate found none of its pending pods fits any
+    #: node even empty (`Session.hopeless`).
+    hopeless_at: tuple[int, int] = (-1, -1)
     #: Per eviction action (preempt, reclaim): `(Session.freed, Session.placed)` when it last failed the
     #: job; while neither moved, no victim or room appeared, so the action skips the job.
     evict_blocked_at: dict[str, tuple[int, int]] = field(default_factory=dict)

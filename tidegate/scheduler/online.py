@@ -87,6 +87,8 @@ class OnlineScheduler:
     def cycle(self, now: float) -> Decisions:
         """One scheduling cycle; binds are applied to the state (the pods run from now on)."""
         ssn = self.ssn
+        if self.idle():
+            return Decisions()
         if self._nodes_changed:
             ssn.replace_nodes(list(self.nodes.values()))
             self._nodes_changed = False
@@ -114,6 +116,14 @@ class OnlineScheduler:
         for job in placed.values():
             ssn.settle(job)
         return decisions
+
+    def idle(self) -> bool:
+        """Nothing a cycle could do: no node change, no nominated pod, and every waiting job hopeless
+        (or none waiting). With `report_waiting` a cycle is never idle: it reports the waiting jobs."""
+        ssn = self.ssn
+        if self._nodes_changed or ssn.pipelined or self.report_waiting:
+            return False
+        return all(ssn.hopeless(job) for job in self.waiting.values())
 
     def pending_reason(self, key: str) -> str:
         """Why the group is still waiting after the last cycle ("" if it is not waiting)."""

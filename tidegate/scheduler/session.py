@@ -140,6 +140,7 @@ class Session:
         self.placed = 0
         self._failed: dict[object, int] = {}  # shape number (or shape) -> `freed` when it found no node
         self._explained: dict[tuple[object, ...], tuple[tuple[int, int, int], str]] = {}
+        self._never: dict[object, tuple[int, bool]] = {}  # shape -> (table generation, never fits)
         self._vectors: dict[Resources, IntArray] = {}
         self._requests: dict[Resources, _Request] = {}
         self._shape_ids: dict[tuple[object, ...], tuple[tuple[object, ...], int]] = {}
@@ -581,6 +582,24 @@ class Session:
             self._failed[shape] = self.freed
             return None
         return row
+
+    def never_fits(self, task: TaskInfo) -> bool:
+        """No node could take the task even empty: each one fails a static filter (labels, taints,
+        cordon) or has less allocatable than the task asks. Freeing capacity cannot change that; only a
+        new node list can."""
+        shape: object = task.shape_id if task.shape_id >= 0 else task.shape
+        generation = self.table.generation
+        held = self._never.get(shape)
+        if held is None or held[0] != generation:
+            room = self._shape_cache(task).static_mask & (task.request <= self.table.alloc).all(axis=1)
+            held = (generation, not room.any())
+            self._never[shape] = held
+        return held[1]
+
+    def hopeless(self, job: JobInfo) -> bool:
+        """Allocate found every pending pod of the job unplaceable on any node, and neither the node list
+        nor the job's pending pods changed since: no action can place it, so cycles skip it."""
+        return job.hopeless_at == (self.table.generation, job.counts[TaskStatus.PENDING])
 
     def static_candidates(self, task: TaskInfo) -> BoolArray:
         """Nodes that pass every filter that does not depend on resources (for preempt/reclaim)."""

@@ -23,7 +23,9 @@ def schedulable_jobs(ssn: Session, queue: QueueInfo, skip_blocked: bool = False)
     for job in queue.jobs:
         if gated and job.phase is PodGroupPhase.PENDING:
             continue
-        if not job.counts[TaskStatus.PENDING] or (skip_blocked and job.blocked_at == ssn.freed):
+        if not job.counts[TaskStatus.PENDING]:
+            continue
+        if skip_blocked and (job.blocked_at == ssn.freed or ssn.hopeless(job)):
             continue
         reason = ssn.job_invalid_reason(job)
         if reason:
@@ -125,6 +127,8 @@ class Allocate:
         stmt.discard()
         job.reason = self._gang_reason(job, placed, failure)
         job.blocked_at = ssn.freed
+        if all(ssn.never_fits(task) for task in tasks):
+            job.hopeless_at = (ssn.table.generation, job.counts[TaskStatus.PENDING])
         return False
 
     @staticmethod

@@ -33,6 +33,7 @@ def starving_jobs(ssn: Session, queue: QueueInfo) -> list[JobInfo]:
         for job in queue.jobs
         if job.phase is not PodGroupPhase.PENDING
         and job.pending_tasks()
+        and not ssn.hopeless(job)
         and ssn.job_invalid_reason(job) is None
         and ssn.job_starving(job)
     ]
