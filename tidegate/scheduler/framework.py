@@ -112,10 +112,16 @@ class Plugin:
 class ExtensionPoints:
     """Everything plugins registered for one session, in tier order."""
 
+    #: Job order keys may read only the job (its pods' statuses, allocation, priority, group) and the
+    #: node table: sessions hold a job's key until one of those changes.
     job_order: list[OrderKey] = field(default_factory=list)
     queue_order: list[OrderKey] = field(default_factory=list)
     task_order: list[OrderKey] = field(default_factory=list)
+    #: Validity votes may read only the job (its pods and group), like job order keys.
     job_valid: list[JobVote] = field(default_factory=list)
+    #: Admission votes must be monotone in queue usage and minResources: refused at some allocated +
+    #: reserved, refused at any higher, and so is a job asking more (enqueue relies on it to skip a
+    #: queue's refused backlog).
     job_enqueueable: list[JobVote] = field(default_factory=list)
     job_ready: list[JobCheck] = field(default_factory=list)
     job_pipelined: list[JobCheck] = field(default_factory=list)

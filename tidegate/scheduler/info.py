@@ -111,6 +111,14 @@ class JobInfo:
     #: again (placements and admissions only take capacity and quota), so cycles skip it.
     blocked_at: int = -1
     enqueue_blocked_at: int = -1
+    #: Bumped by every pod status change (and so every change of `allocated`): what job order reads.
+    version: int = 0
+    #: `(version, node table generation, job key)` of the last `Session.job_key`.
+    key_memo: tuple[int, int, tuple[object, ...]] | None = None
+    #: `(version, reason)` of the last `Session.job_invalid_reason`.
+    valid_memo: tuple[int, str | None] | None = None
+    #: Enqueue has judged the job since its queue's admission state last changed (`QueueInfo.admission_state`).
+    enqueue_seen: bool = False
     #: `(node table generation, pending pods)` when allocate found none of its pending pods fits any
     #: node even empty (`Session.hopeless`).
     hopeless_at: tuple[int, int] = (-1, -1)
@@ -153,6 +161,7 @@ class JobInfo:
         return [t for t in self.tasks if t.status is _PENDING]
 
     def set_status(self, task: TaskInfo, status: TaskStatus) -> None:
+        self.version += 1
         self.counts[task.status] -= 1
         self.counts[status] = self.counts.get(status, 0) + 1
         task.status = status
@@ -171,6 +180,8 @@ class QueueInfo:
     #: (fully placed gangs that reserve nothing) wait in `settled` until something happens to them.
     jobs: list[JobInfo] = field(default_factory=list)
     settled: dict[int, JobInfo] = field(default_factory=dict)
+    #: What admission votes read for this queue when enqueue last judged all its waiting jobs.
+    admission_state: tuple[object, ...] = ()
 
     @property
     def name(self) -> str:

@@ -381,7 +381,15 @@ class Session:
     # -- order: plugin keys in tier order, then creation time and name ---------------------------
     # (list comprehensions: a generator unpacked into a tuple costs more, and keys are built per placement)
     def job_key(self, job: JobInfo) -> tuple[object, ...]:
-        return (*[key(job) for key in self.ext.job_order], job.group.created, job.key)
+        """Job order votes read only the job and the node table (see `ExtensionPoints.job_order`), so a
+        key holds until the job's pods change status or the nodes change: long queues sort on held keys."""
+        held = job.key_memo
+        generation = self.table.generation
+        if held is not None and held[0] == job.version and held[1] == generation:
+            return held[2]
+        key = (*[key(job) for key in self.ext.job_order], job.group.created, job.key)
+        job.key_memo = (job.version, generation, key)
+        return key
 
     def queue_key(self, queue: QueueInfo) -> tuple[object, ...]:
         return (-queue.queue.priority, *[key(queue) for key in self.ext.queue_order], queue.name)
@@ -391,11 +399,18 @@ class Session:
 
     # -- votes -------------------------------------------------------------------------------------
     def job_invalid_reason(self, job: JobInfo) -> str | None:
+        """Validity votes read only the job (see `ExtensionPoints.job_valid`): held until its pods change."""
+        held = job.valid_memo
+        if held is not None and held[0] == job.version:
+            return held[1]
+        found = None
         for vote in self.ext.job_valid:
             reason = vote(job)
             if reason:
-                return reason
-        return None
+                found = reason
+                break
+        job.valid_memo = (job.version, found)
+        return found
 
     def job_not_enqueueable_reason(self, job: JobInfo) -> str | None:
         for vote in self.ext.job_enqueueable:

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from tidegate.model.objects import PodGroupPhase
-from tidegate.scheduler.info import JobInfo, TaskStatus
+from tidegate.scheduler.info import JobInfo, QueueInfo, TaskStatus
+from tidegate.scheduler.node_table import IntArray
 from tidegate.scheduler.session import Session
 
 
@@ -21,7 +24,31 @@ def _still_reserved(job: JobInfo) -> bool:
     return bool(counts[TaskStatus.PENDING] or counts[TaskStatus.PIPELINED] or not job.min_within_requests)
 
 
+def _admission_state(ssn: Session, queue: QueueInfo) -> tuple[bytes, tuple[object, ...], IntArray]:
+    """What admission votes read for the queue's jobs besides the jobs themselves: the cluster total,
+    every queue's spec, and the usage (allocated plus reserved) of the queue and each ancestor."""
+    usage = np.concatenate([level.allocated + level.inqueue for level in (queue, *queue.ancestors)])
+    return ssn.total.tobytes(), tuple(q.queue for q in ssn.queues.values()), usage
+
+
+def _only_grew(then: tuple[object, ...], now: tuple[bytes, tuple[object, ...], IntArray]) -> bool:
+    """Same total and specs, and no usage went down: every job refused then is refused now."""
+    if not then or then[0] != now[0] or then[1] != now[1]:
+        return False
+    before = then[2]
+    assert isinstance(before, np.ndarray)
+    return before.shape == now[2].shape and bool((now[2] >= before).all())
+
+
 class Enqueue:
+    """Admission votes must be monotone in the queue's usage and the job's minResources: refused at some
+    usage, refused at any higher, and so is a job asking more (capacity and proportion compare
+    minResources + allocated + reserved to a limit). A pass stops once a probe asking the least any
+    remaining job asks is refused. And
+    once a pass has judged every waiting job of a queue, later cycles that find the same specs and total
+    and no lower usage look only at jobs that arrived since; a Volcano queue with a long backlog then costs
+    its arrivals per cycle, not its backlog."""
+
     name = "enqueue"
 
     def execute(self, ssn: Session) -> None:
@@ -34,22 +61,56 @@ class Enqueue:
                         level.inqueue += reserved
         queues = sorted((q for q in ssn.queues.values() if q.jobs), key=ssn.queue_key)
         for queue in queues:
-            pending = [job for job in queue.jobs if job.phase is pending_phase and job.enqueue_blocked_at != ssn.freed]
+            unchanged = _only_grew(queue.admission_state, _admission_state(ssn, queue))
+            pending = [
+                job
+                for job in queue.jobs
+                if job.phase is pending_phase
+                and job.enqueue_blocked_at != ssn.freed
+                and not (unchanged and job.enqueue_seen)
+            ]
             # Admission votes read the job's queue and minResources: a job asking what another was just
             # refused gets the same answer until something is admitted.
             refused: dict[bytes, str] = {}
-            for job in sorted(pending, key=ssn.job_key):
-                reason = ssn.job_invalid_reason(job)
+            ordered = sorted(pending, key=ssn.job_key)
+            # floors[i]: the least every job from i on asks, per resource (what a probe for the rest asks)
+            floors = (
+                np.minimum.accumulate(np.stack([job.min_resources for job in ordered])[::-1])[::-1] if ordered else None
+            )
+            probed: tuple[int, bytes] | None = None
+            for i, job in enumerate(ordered):
+                job.enqueue_seen = True
+                invalid = ssn.job_invalid_reason(job)
+                reason = invalid
                 if not reason:
                     asked = job.min_resources.tobytes()
                     reason = refused.get(asked) or ssn.job_not_enqueueable_reason(job)
                     if reason:
                         refused[asked] = reason
-                if reason:
-                    job.reason = reason
-                    job.enqueue_blocked_at = ssn.freed
+                if not reason:
+                    job.phase = PodGroupPhase.INQUEUE
+                    refused.clear()
+                    probed = None
+                    for level in (queue, *queue.ancestors):
+                        level.inqueue += job.min_resources
                     continue
-                job.phase = PodGroupPhase.INQUEUE
-                refused.clear()
-                for level in (queue, *queue.ancestors):
-                    level.inqueue += job.min_resources
+                job.reason = reason
+                job.enqueue_blocked_at = ssn.freed
+                if invalid or i + 1 == len(ordered) or floors is None:
+                    continue
+                floor = floors[i + 1]
+                key = (id(queue), floor.tobytes())
+                if probed == key:
+                    continue  # asked already, and nothing admitted since
+                probed = key
+                refusal = ssn.job_not_enqueueable_reason(dataclasses.replace(job, min_resources=floor))
+                if refusal:
+                    # Even the least any later job asks is refused at this usage: so is every later job.
+                    for rest in ordered[i + 1 :]:
+                        rest.enqueue_seen = True
+                        rest.reason = (
+                            ssn.job_invalid_reason(rest) or refused.get(rest.min_resources.tobytes()) or refusal
+                        )
+                        rest.enqueue_blocked_at = ssn.freed
+                    break
+            queue.admission_state = _admission_state(ssn, queue)

@@ -22,21 +22,28 @@ class NodeOrderPlugin(Plugin):
 
     def on_session_open(self, ssn: Session) -> None:
         self.ssn = ssn
+        if getattr(self, "_generation", None) != ssn.table.generation:
+            self._setup(ssn)
+        if self.affinity or self.taint:
+            ssn.ext.static_scores.append(self.static_score)
+        if self.least or self.most or self.balanced:
+            ssn.ext.dynamic_scores.append(self.dynamic_score)
+            ssn.ext.row_scores[self.dynamic_score] = self.score_row
+
+    def _setup(self, ssn: Session) -> None:
+        """Weights and node capacities: fixed while the node table is (a long-lived session rebuilds
+        them only when nodes change)."""
+        self._generation = ssn.table.generation
         self.least = self.float_arg("leastrequested.weight", 1)
         self.most = self.float_arg("mostrequested.weight", 0)
         self.balanced = self.float_arg("balancedresource.weight", 1)
         self.affinity = self.float_arg("nodeaffinity.weight", 2)
         self.taint = self.float_arg("tainttoleration.weight", 3)
         self.cols = np.array([ssn.index.col[CPU], ssn.index.col[MEMORY]])
-        if self.affinity or self.taint:
-            ssn.ext.static_scores.append(self.static_score)
-        if self.least or self.most or self.balanced:
-            ssn.ext.dynamic_scores.append(self.dynamic_score)
-            self._cpu, self._mem = (int(c) for c in self.cols)
-            alloc = ssn.table.alloc.astype(np.float64)
-            self._alloc_cpu: list[float] = alloc[:, self._cpu].tolist()
-            self._alloc_mem: list[float] = alloc[:, self._mem].tolist()
-            ssn.ext.row_scores[self.dynamic_score] = self.score_row
+        self._cpu, self._mem = (int(c) for c in self.cols)
+        alloc = ssn.table.alloc.astype(np.float64)
+        self._alloc_cpu: list[float] = alloc[:, self._cpu].tolist()
+        self._alloc_mem: list[float] = alloc[:, self._mem].tolist()
 
     def static_score(self, task: TaskInfo) -> FloatArray:
         n = len(self.ssn.table)

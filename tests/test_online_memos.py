@@ -1,0 +1,84 @@
+"""A job no node could ever take costs nothing per cycle, and gets its turn again when nodes change."""
+
+from __future__ import annotations
+
+from scheduler_builders import CAPACITY, PROPORTION, job, node, queue
+
+from tidegate.scheduler.online import OnlineScheduler
+
+
+def online(*names: str) -> OnlineScheduler:
+    return OnlineScheduler([node(n, cpu=32) for n in names], [queue("default")], PROPORTION, report_waiting=False)
+
+
+def test_a_job_asking_more_than_any_node_has_leaves_the_scheduler_idle_until_nodes_change() -> None:
+    s = online("n1", "n2")
+    big = job("big", requests={"cpu": 64})
+    s.add_group(big.group, big.pods)
+    assert not s.idle()
+    assert s.cycle(1.0).binds == []
+    assert "insufficient cpu" in s.pending_reason(big.key)
+    assert s.idle()  # freeing capacity cannot help: only a new node list can
+    small = job("small", requests={"cpu": 4})
+    s.add_group(small.group, small.pods)
+    assert not s.idle()
+    assert [b.pod for b in s.cycle(2.0).binds] == ["default/small-0"]
+    s.remove_group(small.key)  # capacity freed: still nothing for `big`
+    assert s.idle()
+    s.add_nodes([node("huge", cpu=128)])
+    assert not s.idle()
+    assert [(b.pod, b.node) for b in s.cycle(3.0).binds] == [("default/big-0", "huge")]
+
+
+def test_a_job_that_fits_an_empty_node_is_not_hopeless_while_the_cluster_is_full() -> None:
+    s = online("n1")
+    first, second = job("first", requests={"cpu": 32}), job("second", requests={"cpu": 32})
+    for j in (first, second):
+        s.add_group(j.group, j.pods)
+    assert [b.pod for b in s.cycle(1.0).binds] == ["default/first-0"]
+    assert not s.idle()  # `second` waits for room, not for a node
+    s.remove_group(first.key)
+    assert [b.pod for b in s.cycle(2.0).binds] == ["default/second-0"]
+
+
+def backlog(hog_gpus: int) -> tuple[OnlineScheduler, list[str]]:
+    """Queue `team` may use 8 GPUs and `hog` holds `hog_gpus` of them; 30 jobs wait, in order: ten asking
+    4 GPUs, one asking 1 (j10), then nineteen asking 4 again."""
+    nodes = [node(f"n{i}", cpu=64, gpus=8) for i in range(4)]
+    s = OnlineScheduler(nodes, [queue("team", capability={"nvidia.com/gpu": 8})], CAPACITY, report_waiting=False)
+    hog = job("hog", queue="team", requests={"nvidia.com/gpu": hog_gpus})
+    s.add_group(hog.group, hog.pods)
+    s.cycle(0.0)
+    keys = []
+    for i in range(30):
+        gpus = 1 if i == 10 else 4
+        j = job(f"j{i:02}", queue="team", requests={"nvidia.com/gpu": gpus, "cpu": 1 + i % 3}, created=float(1 + i))
+        s.add_group(j.group, j.pods)
+        keys.append(j.key)
+    return s, keys
+
+
+def placed(s: OnlineScheduler, now: float) -> list[str]:
+    return sorted(b.pod.removesuffix("-0") for b in s.cycle(now).binds)
+
+
+def test_a_refused_backlog_is_admitted_in_job_order_as_room_appears() -> None:
+    s, keys = backlog(hog_gpus=8)
+    for now in (1.0, 2.0, 3.0):
+        assert placed(s, now) == []
+    assert all("at capability" in s.pending_reason(k) for k in keys)
+    s.remove_group("default/hog")  # 8 GPUs back: j00 and j01 take them; nothing else fits, not even j10
+    assert placed(s, 4.0) == ["default/j00", "default/j01"]
+    assert all("at capability" in s.pending_reason(k) for k in keys[2:])
+    s.remove_group("default/j00")
+    assert placed(s, 5.0) == ["default/j02"]
+
+
+def test_a_small_job_behind_refused_big_ones_is_admitted_when_it_fits() -> None:
+    s, keys = backlog(hog_gpus=5)  # 3 GPUs of room: no 4-GPU job fits, j10 does
+    assert placed(s, 1.0) == ["default/j10"]
+    assert all("at capability" in s.pending_reason(k) for k in keys if k != "default/j10")
+    assert placed(s, 2.0) == []
+    s.remove_group("default/j10")
+    s.remove_group("default/hog")
+    assert placed(s, 3.0) == ["default/j00", "default/j01"]
