@@ -2,17 +2,25 @@
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed
+PIP := $(BIN)/pip install -q --disable-pip-version-check
+# The demo needs only the runtime dependencies; the tests add the dev tools on top.
+RUN_STAMP := $(VENV)/.installed-run
+STAMP := $(VENV)/.installed-dev
 
 .PHONY: demo test lint typecheck unit bench clean
 
-$(STAMP): pyproject.toml
+$(BIN)/python:
 	$(PY) -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[dev]'
-	touch $(STAMP)
 
-demo: $(STAMP)
+$(RUN_STAMP): pyproject.toml | $(BIN)/python
+	$(PIP) -e .
+	touch $@
+
+$(STAMP): pyproject.toml | $(BIN)/python
+	$(PIP) -e '.[dev]'
+	touch $@ $(RUN_STAMP)
+
+demo: $(RUN_STAMP)
 	$(BIN)/tidegate simulate examples/hybrid-idc/ --out out/
 
 lint: $(STAMP)

@@ -48,9 +48,11 @@ from tidegate.autoscale.hpa import (
     check_hpa,
     queue_metric_values,
     step,
+    to_milli,
 )
 from tidegate.autoscale.hpa_manifest import parse_hpa
 from tidegate.model.errors import ManifestErrors, Source
+from tidegate.model.quantity import parse_quantity
 
 ISSUE_MANIFEST = """
 apiVersion: autoscaling/v2
@@ -768,3 +770,8 @@ def test_changes_never_exceed_the_policies_within_a_period(
         if r.rescale:
             history.append((now, r.desired_replicas))
         current = r.desired_replicas
+
+
+@given(st.floats(min_value=0, max_value=1e15, allow_nan=False, allow_infinity=False))
+def test_a_float_sample_rounds_up_to_milli_units_exactly_as_its_quantity_does(value: float) -> None:
+    assert to_milli(value) == math.ceil(parse_quantity(value) * 1000)

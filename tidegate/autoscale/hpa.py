@@ -43,9 +43,11 @@ never scaled either way: Kubernetes reads that as "autoscaling paused by the use
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from decimal import Decimal
 from fractions import Fraction
 from typing import Final, Literal, TypeAlias
 
@@ -447,6 +449,10 @@ class HPAResult:
 
 def to_milli(value: QuantityLike) -> int:
     """A metric sample in integer milli-units, rounded up like ``Quantity.MilliValue``."""
+    if type(value) is float and math.isfinite(value):
+        # parse_quantity reads a float as its shortest decimal repr; Decimal holds that exactly, and the
+        # product stays exact in its 28 digits: the same ceiling, without building a Fraction.
+        return math.ceil(Decimal(repr(value)) * 1000)
     return math.ceil(parse_quantity(value, "metric value") * 1000)
 
 
@@ -523,13 +529,20 @@ def queue_metric_values(
     no entry, which the HPA treats as "no metrics returned" and so takes no action on it.
     """
     values: dict[str, tuple[QuantityLike, ...]] = {}
+    names = tuple(sorted(per_queue))
     for metric in spec.metrics:
         if metric.name != metric_name:
             continue
-        samples = tuple(v for q, v in sorted(per_queue.items()) if metric.selector.matches({"queue": q}))
+        samples = tuple(per_queue[q] for q in _queues_matching(metric.selector, names))
         if samples:
             values[metric.key] = samples
     return values
+
+
+@functools.lru_cache(maxsize=256)
+def _queues_matching(selector: LabelSelector, names: tuple[str, ...]) -> tuple[str, ...]:
+    """The queues whose `queue` label the selector matches (asked every sync, for the same few queues)."""
+    return tuple(q for q in names if selector.matches({"queue": q}))
 
 
 # --------------------------------------------------------------------------------------------------
