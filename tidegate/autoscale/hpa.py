@@ -46,7 +46,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from fractions import Fraction
 from typing import Final, Literal, TypeAlias
@@ -293,17 +293,15 @@ class ExternalMetric:
     name: str
     target: MetricTarget
     selector: LabelSelector = LabelSelector()
+    #: ``name{selector}``: how ``step`` looks samples up when two metrics share a name.
+    key: str = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not self.name:
             raise FieldError("metric.name", "must specify a metric name")
         if self.target.value is None and self.target.average_value is None:
             raise FieldError("target.averageValue", "must set either a target value for metric or a per-pod target")
-
-    @property
-    def key(self) -> str:
-        """``name{selector}``: how ``step`` looks samples up when two metrics share a name."""
-        return f"{self.name}{self.selector}"
+        object.__setattr__(self, "key", f"{self.name}{self.selector}")
 
     def __str__(self) -> str:
         return f"external metric {self.key}"
