@@ -235,6 +235,15 @@ def test_bad_yaml_names_file_document_and_line_and_keeps_earlier_documents(tmp_p
     assert str(error).startswith(f"{path}: document 1: ")
 
 
+def test_a_key_named_twice_is_an_error_at_its_line_not_a_silent_merge(tmp_path: Path) -> None:
+    # a missing `---`: PyYAML alone would keep the second queue and drop the first without a word
+    path = write(tmp_path, QUEUE.format(name="first") + QUEUE.format(name="second"))
+    error = only_error(load_manifests([path]))
+    assert error.source == Source(path, 0)
+    assert "found duplicate key 'apiVersion'" in error.message
+    assert "at line 7, column 1" in error.message  # the second apiVersion
+
+
 def test_bad_json_is_an_error(tmp_path: Path) -> None:
     path = write(tmp_path, '{"kind": ', name="bad.json")
     assert "invalid JSON" in only_error(load_manifests([path])).message

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 from sim_builders import write_elastic_sim, write_reclaim_sim, write_sim
 
+from tidegate.model.errors import ManifestErrors
 from tidegate.model.objects import Queue
 from tidegate.model.resources import Resources
 from tidegate.sim.core import SnapshotCore
@@ -148,3 +149,22 @@ def test_a_reclaimed_job_resumes_from_its_last_checkpoint(
     assert (jobs["b"].started, jobs["b"].finished) == (1001.0, 1501.0)
     assert result.simulation.meter["lost_gpu_seconds"].value == lost_gpu_s
     assert result.simulation.events[0] == (1000.0, "a: restarted (evicted: reclaimed by queue prod for default/b)")
+
+
+def test_a_trace_or_tide_file_that_does_not_exist_is_named_with_its_manifest_and_field(tmp_path: Path) -> None:
+    folder = write_sim(tmp_path / "sim", "", ["idc-only"])
+    (folder / "jobs.csv").unlink()
+    workload = (folder / "workload.yaml").read_text()
+    (folder / "workload.yaml").write_text(workload + "  synthetic: {tideFrom: [nowhere.csv]}\n")
+    with pytest.raises(ManifestErrors) as info:
+        load_simulation([str(folder)])
+    errors = {(e.name, e.field): e.message for e in info.value.errors}
+    assert errors[("w", "spec.path")] == f"file {folder / 'jobs.csv'} does not exist"
+    assert ("w", "spec.synthetic.tideFrom[0]") not in errors  # a helios workload reads no tide
+    synthetic = workload.replace("source: helios", "source: synthetic").replace("path: jobs.csv", "path: ''")
+    (folder / "workload.yaml").write_text(synthetic + "  synthetic: {tideFrom: [nowhere.csv]}\n")
+    with pytest.raises(ManifestErrors) as info:
+        load_simulation([str(folder)])
+    (error,) = info.value.errors
+    assert (error.name, error.field) == ("w", "spec.synthetic.tideFrom[0]")
+    assert error.message == f"file {folder / 'nowhere.csv'} does not exist"

@@ -76,6 +76,23 @@ class _ManifestLoader(_SAFE_LOADER):  # type: ignore[valid-type,misc]
     Safe because the safe loader has no path resolvers: the tag depends on the value alone.
     """
 
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        """A mapping that names a key twice is an error (PyYAML would keep the last silently: a missing
+        `---` between two documents merges them)."""
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            if isinstance(key_node, yaml.ScalarNode):
+                key = key_node.value
+                if key in seen:
+                    raise yaml.constructor.ConstructorError(
+                        "while constructing a mapping",
+                        node.start_mark,
+                        f"found duplicate key {key!r}",
+                        key_node.start_mark,
+                    )
+                seen.add(key)
+        return dict(super().construct_mapping(node, deep=deep))
+
     def resolve(self, kind: type[yaml.Node], value: Any, implicit: Any) -> str:
         if kind is not yaml.ScalarNode:
             return str(super().resolve(kind, value, implicit))

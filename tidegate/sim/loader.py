@@ -117,6 +117,11 @@ def _references(sim: SimulationInput) -> list[ManifestError]:
                 missing("Workload", name, f"spec.queueByVc.{vc}", f"queue {queue!r} is not defined")
         if workload.source != "synthetic" and not workload.path:
             missing("Workload", name, "spec.path", f"a {workload.source} workload needs the trace's path")
+        elif workload.source != "synthetic" and not Path(workload.path).is_file():
+            missing("Workload", name, "spec.path", f"file {workload.path} does not exist")
+        for i, tide in enumerate(workload.synthetic.tide_from if workload.source == "synthetic" else []):
+            if not Path(tide).is_file():
+                missing("Workload", name, f"spec.synthetic.tideFrom[{i}]", f"file {tide} does not exist")
     for name, scenario in sim.scenarios.items():
         if scenario.burst.enabled and scenario.burst.queue not in queues:
             missing("Scenario", name, "spec.burst.queue", f"queue {scenario.burst.queue!r} is not defined")
