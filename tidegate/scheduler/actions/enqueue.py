@@ -59,58 +59,59 @@ class Enqueue:
                     reserved = np.maximum(job.min_resources - job.allocated, 0)
                     for level in (queue, *queue.ancestors):
                         level.inqueue += reserved
-        queues = sorted((q for q in ssn.queues.values() if q.jobs), key=ssn.queue_key)
-        for queue in queues:
-            unchanged = _only_grew(queue.admission_state, _admission_state(ssn, queue))
-            pending = [
-                job
-                for job in queue.jobs
-                if job.phase is pending_phase
-                and job.enqueue_blocked_at != ssn.freed
-                and not (unchanged and job.enqueue_seen)
-            ]
-            # Admission votes read the job's queue and minResources: a job asking what another was just
-            # refused gets the same answer until something is admitted.
-            refused: dict[bytes, str] = {}
-            ordered = sorted(pending, key=ssn.job_key)
-            # floors[i]: the least every job from i on asks, per resource (what a probe for the rest asks)
-            floors = (
-                np.minimum.accumulate(np.stack([job.min_resources for job in ordered])[::-1])[::-1] if ordered else None
-            )
-            probed: tuple[int, bytes] | None = None
-            for i, job in enumerate(ordered):
-                job.enqueue_seen = True
-                invalid = ssn.job_invalid_reason(job)
-                reason = invalid
-                if not reason:
-                    asked = job.min_resources.tobytes()
-                    reason = refused.get(asked) or ssn.job_not_enqueueable_reason(job)
-                    if reason:
-                        refused[asked] = reason
-                if not reason:
-                    job.phase = PodGroupPhase.INQUEUE
-                    refused.clear()
-                    probed = None
-                    for level in (queue, *queue.ancestors):
-                        level.inqueue += job.min_resources
-                    continue
-                job.reason = reason
-                job.enqueue_blocked_at = ssn.freed
-                if invalid or i + 1 == len(ordered) or floors is None:
-                    continue
-                floor = floors[i + 1]
-                key = (id(queue), floor.tobytes())
-                if probed == key:
-                    continue  # asked already, and nothing admitted since
-                probed = key
-                refusal = ssn.job_not_enqueueable_reason(dataclasses.replace(job, min_resources=floor))
-                if refusal:
-                    # Even the least any later job asks is refused at this usage: so is every later job.
-                    for rest in ordered[i + 1 :]:
-                        rest.enqueue_seen = True
-                        rest.reason = (
-                            ssn.job_invalid_reason(rest) or refused.get(rest.min_resources.tobytes()) or refusal
-                        )
-                        rest.enqueue_blocked_at = ssn.freed
-                    break
-            queue.admission_state = _admission_state(ssn, queue)
+        for queue in sorted((q for q in ssn.queues.values() if q.jobs), key=ssn.queue_key):
+            self._admit(ssn, queue)
+
+    @staticmethod
+    def _admit(ssn: Session, queue: QueueInfo) -> None:
+        """Judge the queue's waiting jobs in job order: admit (Inqueue) or record why not."""
+        pending_phase = PodGroupPhase.PENDING
+        pending = [job for job in queue.jobs if job.phase is pending_phase and job.enqueue_blocked_at != ssn.freed]
+        if any(job.enqueue_seen for job in pending) and _only_grew(queue.admission_state, _admission_state(ssn, queue)):
+            pending = [job for job in pending if not job.enqueue_seen]
+        if not pending:
+            return
+        ordered = sorted(pending, key=ssn.job_key)
+        # Admission votes read the job's queue and minResources: a job asking what another was just
+        # refused gets the same answer until something is admitted.
+        refused: dict[bytes, str] = {}
+        floors: IntArray | None = None  # floors[i]: the least any job from i on asks, per resource
+        probed: bytes | None = None
+        waiting = False
+        for i, job in enumerate(ordered):
+            job.enqueue_seen = True
+            invalid = ssn.job_invalid_reason(job)
+            reason = invalid
+            if not reason:
+                asked = job.min_resources.tobytes()
+                reason = refused.get(asked) or ssn.job_not_enqueueable_reason(job)
+                if reason:
+                    refused[asked] = reason
+            if not reason:
+                job.phase = PodGroupPhase.INQUEUE
+                refused.clear()
+                probed = None
+                for level in (queue, *queue.ancestors):
+                    level.inqueue += job.min_resources
+                continue
+            job.reason = reason
+            job.enqueue_blocked_at = ssn.freed
+            waiting = True
+            if invalid or i + 1 == len(ordered):
+                continue
+            if floors is None:
+                floors = np.minimum.accumulate(np.stack([j.min_resources for j in ordered])[::-1])[::-1]
+            floor = floors[i + 1]
+            if probed == floor.tobytes():
+                continue  # asked already, and nothing admitted since
+            probed = floor.tobytes()
+            refusal = ssn.job_not_enqueueable_reason(dataclasses.replace(job, min_resources=floor))
+            if refusal:
+                # Even the least any later job asks is refused at this usage: so is every later job.
+                for rest in ordered[i + 1 :]:
+                    rest.enqueue_seen = True
+                    rest.reason = ssn.job_invalid_reason(rest) or refused.get(rest.min_resources.tobytes()) or refusal
+                    rest.enqueue_blocked_at = ssn.freed
+                break
+        # Refused jobs stay refused while the usage only grows; with none left waiting there is nothing to keep.
+        queue.admission_state = _admission_state(ssn, queue) if waiting else ()
