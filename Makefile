@@ -7,7 +7,7 @@ PIP := $(BIN)/pip install -q --disable-pip-version-check
 RUN_STAMP := $(VENV)/.installed-run
 STAMP := $(VENV)/.installed-dev
 
-.PHONY: demo test lint typecheck unit bench clean
+.PHONY: demo demo-mechanisms test lint typecheck unit bench clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -22,6 +22,10 @@ $(STAMP): pyproject.toml | $(BIN)/python
 
 demo: $(RUN_STAMP)
 	$(BIN)/tidegate simulate examples/hybrid-idc/ --out out/
+
+# The same month with spot vs on-demand, interruptions off or stressed, and a cloud budget.
+demo-mechanisms: $(STAMP)
+	$(BIN)/tidegate simulate examples/hybrid-idc/ examples/hybrid-idc-mechanisms/ --name hybrid-idc-mechanisms --out out/mechanisms/
 
 lint: $(STAMP)
 	$(BIN)/ruff check tidegate tests bench

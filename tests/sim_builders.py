@@ -43,8 +43,8 @@ def dev_and_prod(deserved: int, capability: int, nodes: int) -> str:
     )
 
 
-QUEUES = (
-    """
+#: pool > dev (8 GPUs deserved and capability) and burst-cloud (capability 16 GPUs).
+BURST_QUEUES = """
 apiVersion: scheduling.volcano.sh/v1beta1
 kind: Queue
 metadata: {name: pool}
@@ -61,6 +61,9 @@ metadata: {name: burst-cloud}
 spec: {weight: 1, parent: pool, capability: {nvidia.com/gpu: "16"}}
 ---
 """
+
+QUEUES = (
+    BURST_QUEUES
     + scheduler_and_idc("enqueue, allocate, backfill")
     + """---
 apiVersion: tidegate.io/v1alpha1
@@ -217,3 +220,55 @@ def write_reclaim_sim(folder: Path, jobs_csv: str, checkpoint_every: float) -> P
     Helios-style jobs, vc1 in dev and vc2 in prod, checkpointing every `checkpoint_every` seconds."""
     spec = {"queueByVc": {"vc1": "dev", "vc2": "prod"}, "checkpointEverySeconds": checkpoint_every}
     return write_helios_sim(folder, RECLAIM_ONE_NODE, jobs_csv, spec)
+
+
+def spot_folder(
+    folder: Path,
+    jobs_csv: str,
+    *,
+    cloud_nodes: int,
+    interruption: dict[str, object] | None,
+    workload: dict[str, object],
+    scenarios: dict[str, dict[str, object]],
+    template: str = "",
+) -> Path:
+    """One 8-GPU IDC node (queue dev, capability 8) and a fixed pool of `cloud_nodes` 8-GPU AWS spot
+    nodes (36 an hour spot, 100 on demand; no HPA) for the burst-cloud queue (capability 16): vc1 jobs
+    go to dev, vc2 jobs to burst-cloud. `template` is an optional vcjob manifest (the jobTemplate)."""
+    base = (
+        BURST_QUEUES
+        + scheduler_and_idc("enqueue, allocate, backfill")
+        + "---\napiVersion: tidegate.io/v1alpha1\nkind: Cluster\nmetadata: {name: aws}\n"
+        + "spec: {type: cloud, region: us-east-1, provider: aws}\n---\n"
+        + "apiVersion: tidegate.io/v1alpha1\nkind: NodePool\nmetadata: {name: idc-a100}\n"
+        + "spec: {cluster: idc, count: 1, gpu: {product: A100, count: 8, memoryMiB: 81920}}\n---\n"
+    )
+    pool = {
+        "apiVersion": "tidegate.io/v1alpha1",
+        "kind": "NodePool",
+        "metadata": {"name": "spot"},
+        "spec": {
+            "cluster": "aws",
+            "count": cloud_nodes,
+            "gpu": {"product": "A100", "count": 8, "memoryMiB": 40960},
+            "pricing": {"model": "spot", "perHour": 36, "onDemandPerHour": 100},
+        },
+    }
+    if interruption is not None:
+        pool["spec"]["interruption"] = interruption  # type: ignore[index]
+    docs: list[dict[str, object]] = [pool]
+    for name, spec in scenarios.items():
+        docs.append(
+            {"apiVersion": "tidegate.io/v1alpha1", "kind": "Scenario", "metadata": {"name": name}, "spec": spec}
+        )
+    docs.append(
+        {
+            "apiVersion": "tidegate.io/v1alpha1",
+            "kind": "Simulation",
+            "metadata": {"name": "s"},
+            "spec": {"workload": "w", "scenarios": list(scenarios)},
+        }
+    )
+    text = base + "---\n".join(yaml.safe_dump(doc) for doc in docs) + (f"---\n{template}" if template else "")
+    spec = {"queueByVc": {"vc1": "dev", "vc2": "burst-cloud"}, **workload}
+    return write_helios_sim(folder, text, jobs_csv, spec)

@@ -8,19 +8,25 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable
+import zlib
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
 
+import numpy as np
+
 from tidegate.autoscale.hpa import HPAController, HPAControllerConfig, HPASpec, check_hpa, queue_metric_values
 from tidegate.clock import SimClock
-from tidegate.model.objects import Queue
+from tidegate.model.objects import JobAction, JobEvent, Queue
 from tidegate.model.resources import Resources
 from tidegate.scheduler.snapshot import Decisions
+from tidegate.sim.budget import Budget
 from tidegate.sim.core import Core
 from tidegate.sim.fleet import Pool
 from tidegate.sim.meter import Meter
+from tidegate.sim.policies import FAILS, RESTARTS, JobPolicy
 from tidegate.sim.spec import ScenarioSpec, SimulationSpec
+from tidegate.sim.spot import Interruptions, grace_warning, prestop
 from tidegate.sim.workload import SimJob, to_group
 
 HPA_SYNC_SECONDS = 15.0
@@ -63,6 +69,10 @@ class Outcome:
     jobs: list[SimJob]
     pools: dict[str, Pool]
     events: list[tuple[float, str]]
+    #: Configurations that work against themselves (e.g. a grace period longer than the spot notice).
+    warnings: list[str] = field(default_factory=list)
+    #: Budget queue changes (0 without a budget).
+    budget_changes: int = 0
 
 
 def static_quotas(queues: list[Queue]) -> list[Queue]:
@@ -92,6 +102,8 @@ class Simulation:
         scenario: ScenarioSpec,
         sim: SimulationSpec,
         on_progress: Callable[[float], None] | None = None,
+        interruptions: Mapping[str, Interruptions] | None = None,
+        policy: JobPolicy | None = None,
     ) -> None:
         self.name = name
         self.core = core
@@ -114,7 +126,15 @@ class Simulation:
         self.node_pods: dict[str, set[str]] = {}  # node -> group keys with pods there
         self.pod_group: dict[str, str] = {}  # pod key -> group key
         self.group_pods: dict[str, list[str]] = {}
-        self.finished = 0
+        self.finished = 0  # jobs that ended: completed or failed for good
+        self.policy = policy or JobPolicy()
+        #: Spot pools' interruption models (only pools that interrupt), one seeded generator each.
+        self.spot = dict(interruptions or {})
+        self.spot_rng = {name: np.random.default_rng([sim.seed, zlib.crc32(name.encode())]) for name in self.spot}
+        self.noticed: set[str] = set()  # nodes under a spot notice
+        self.terminating: set[str] = set()  # group keys whose pods run their preStop hook
+        self.warnings = [w for name, i in sorted(self.spot.items()) if (w := self._grace_warning(name, i))]
+        self.budget: Budget | None = None
         self._cycle_at: float | None = None
         self._last_cycle = -math.inf
         self.autoscalers: list[Autoscaler] = []
@@ -128,6 +148,10 @@ class Simulation:
             config = HPAControllerConfig(allow_scale_from_zero=True)
             scaler = Autoscaler(spec, pool, HPAController(spec, config), check_hpa(spec, config))
             self.autoscalers.append(scaler)
+        if scenario.budget is not None and burst:
+            cloud = [p for p in pools if p.is_cloud]
+            queue = self.queues[scenario.budget.queue]
+            self.budget = Budget(scenario.budget, queue, cloud, self.meter, self._set_queue, self._record)
         for pool in pools:
             if pool.is_cloud and not burst:
                 continue
@@ -142,6 +166,12 @@ class Simulation:
             clock.call_at(job.submitted, partial(self._arrive, job), PRIORITY_ARRIVAL)
         if self.autoscalers:
             clock.call_at(0.0, self._autoscale, PRIORITY_AUTOSCALE)
+        if self.budget is not None:
+            clock.call_at(0.0, self._budget_period, PRIORITY_AUTOSCALE)
+            clock.call_at(0.0, self._budget_check, PRIORITY_AUTOSCALE)
+        for name, interruptions in sorted(self.spot.items()):
+            for when in interruptions.at_seconds:
+                clock.call_at(when, partial(self._notice_oldest, self.pools[name]), PRIORITY_RELEASE)
         horizon = self.sim.until_seconds or math.inf
         step = 6 * 3600.0
         while clock.peek() is not None and clock.now() < horizon and not self.done:
@@ -216,8 +246,8 @@ class Simulation:
             self._start(job, group_key, nodes, now)
         for eviction in decisions.evictions:
             group_key = self.pod_group[eviction.pod]
-            if group_key in self.running:
-                self._restart(self.running[group_key], f"evicted: {eviction.reason}")
+            if group_key in self.running and group_key not in self.terminating:
+                self._evicted(self.running[group_key], f"evicted: {eviction.reason}")
 
     def _start(self, job: SimJob, group_key: str, nodes: list[str], now: float) -> None:
         per_pod = job.gpus / max(len(nodes), 1)
@@ -242,7 +272,12 @@ class Simulation:
         for node in run.nodes:
             self.node_pods.get(node, set()).discard(run.group_key)
             pool = self.node_pool[node]
-            if node in pool.draining and not self.node_pods.get(node) and node in pool.nodes:
+            if (
+                node in pool.draining
+                and not self.node_pods.get(node)
+                and node in pool.nodes
+                and node not in self.noticed
+            ):
                 self._remove_node(pool, node)
                 self.meter[f"nodes/{pool.name}"].set(len(pool.nodes), now)
         self.core.remove_group(run.group_key)
@@ -256,29 +291,158 @@ class Simulation:
         self._want_cycle()
 
     def _finish(self, run: Running) -> None:
+        self.terminating.discard(run.group_key)
         self._release(run)
         run.job.finished = self.clock.now()
         self.finished += 1
         self._demand(-run.job.gpus)
 
-    def _restart(self, run: Running, reason: str) -> None:
-        """RestartJob: the gang loses its pods and starts again from its last checkpoint (from the
-        beginning without checkpoints); the work since that checkpoint is lost."""
+    def _stop_work(self, run: Running, stopped_at: float, saved_all: bool) -> float:
+        """The gang stops working at `stopped_at`: the work up to its last periodic checkpoint is kept
+        (all of it when a final checkpoint completed); returns the GPU-seconds of work lost."""
         timer = run.timer
         if timer is not None:
             timer.cancel()  # type: ignore[attr-defined]
-        now = self.clock.now()
+            run.timer = None
         job = run.job
-        ran = now - run.started_at
+        ran = stopped_at - run.started_at
         every = job.checkpoint_every_s
-        saved = min(math.floor(ran / every) * every, job.record.duration_s - job.done_s) if every > 0 else 0.0
+        periodic = math.floor(ran / every) * every if every > 0 else 0.0
+        saved = min(ran if saved_all else periodic, job.record.duration_s - job.done_s)
         job.done_s += saved
-        self.meter["lost_gpu_seconds"].add((ran - saved) * job.gpus, now)
+        lost = (ran - saved) * job.gpus
+        self.meter["lost_gpu_seconds"].add(lost, self.clock.now())
+        return lost
+
+    def _evicted(self, run: Running, reason: str, stopped_at: float | None = None, saved_all: bool = False) -> None:
+        """The gang's pods are evicted (PodEvicted): it stops, releases its GPUs, and the job's policies
+        decide (see tidegate/sim/policies.py): restart from its last checkpoint, fail or complete."""
+        now = self.clock.now()
+        self._stop_work(run, now if stopped_at is None else stopped_at, saved_all)
         self._release(run)
-        run.job.restarts += 1
-        self.events.append((now, f"{run.job.name}: restarted ({reason})"))
-        self._demand(-run.job.gpus)
-        self._arrive(run.job)
+        job = run.job
+        self._demand(-job.gpus)
+        action = self.policy.action(JobEvent.POD_EVICTED)
+        if action in RESTARTS:
+            job.retries += 1
+            if job.retries >= self.policy.max_retry:
+                limit = f"retry {job.retries} reached maxRetry {self.policy.max_retry}"
+                self._end(job, failed=f"{reason}; PodEvicted -> {action}, {limit}")
+                return
+        elif action in FAILS:
+            self._end(job, failed=f"{reason}; PodEvicted -> {action}")
+            return
+        elif action is JobAction.COMPLETE_JOB:
+            self._end(job, failed="")
+            self.events.append((now, f"{job.name}: completed by policy ({reason}; PodEvicted -> {action})"))
+            return
+        job.restarts += 1
+        self.events.append((now, f"{job.name}: restarted ({reason})"))
+        self._arrive(job)
+
+    def _end(self, job: SimJob, failed: str) -> None:
+        """A job ends without finishing its work: failed for good (with the reason), or completed by policy."""
+        now = self.clock.now()
+        self.finished += 1
+        if failed:
+            job.failed_reason = failed
+            self.events.append((now, f"{job.name}: failed ({failed})"))
+        else:
+            job.finished = now
+
+    # -- spot interruptions ---------------------------------------------------------------------------
+    def _grace_warning(self, pool: str, interruptions: Interruptions) -> str:
+        policy = self.policy
+        return grace_warning(policy.grace_s, policy.template or "(no jobTemplate)", pool, interruptions)
+
+    def _schedule_notice(self, pool: Pool, node: str) -> None:
+        """Draw when a new node of a spot pool will get its interruption notice."""
+        when = self.spot[pool.name].draw_notice(self.clock.now(), self.spot_rng[pool.name])
+        if when is not None:
+            self.clock.call_at(when, partial(self._notice, pool, node), PRIORITY_RELEASE)
+
+    def _notice_oldest(self, pool: Pool) -> None:
+        """An explicit notice instant: the pool's oldest node not already under notice is interrupted."""
+        node = next((n for n in pool.nodes if n not in self.noticed), None)
+        if node is None:
+            self.events.append((self.clock.now(), f"{pool.name}: spot interruption with no node to interrupt"))
+            return
+        self._notice(pool, node)
+
+    def _notice(self, pool: Pool, node: str) -> None:
+        """A spot interruption notice: the node is cordoned and leaves the autoscaler's count, each pod's
+        preStop hook checkpoints, and the instance dies when the notice runs out."""
+        if node not in pool.nodes or node in self.noticed:
+            return
+        now = self.clock.now()
+        interruptions = self.spot[pool.name]
+        self.noticed.add(node)
+        self.core.set_schedulable(node, False)
+        if node not in pool.draining:
+            pool.draining.append(node)
+        self.meter["spot_interruptions"].add(1, now)
+        groups = sorted(g for g in self.node_pods.get(node, ()) if g in self.running and g not in self.terminating)
+        names = ", ".join(self.running[g].job.name for g in groups) or "no jobs"
+        self.events.append((now, f"{node}: spot interruption notice ({interruptions.notice_s:g} s); stopping {names}"))
+        stop = prestop(self.policy.checkpoint_s, self.policy.grace_s, interruptions.notice_s)
+        for group_key in groups:
+            run = self.running[group_key]
+            self.terminating.add(group_key)
+            self.meter["spot_interrupted_jobs"].add(1, now)
+            callback = partial(self._preempted_by_provider, run, pool, node, now, stop.saved)
+            self.clock.call_at(now + stop.hold_s, callback, PRIORITY_RELEASE)
+        self.clock.call_at(now + interruptions.notice_s, partial(self._instance_gone, pool, node), PRIORITY_RELEASE)
+
+    def _preempted_by_provider(self, run: Running, pool: Pool, node: str, notice_at: float, saved: bool) -> None:
+        """The pod's preStop hook is over (checkpoint written, grace period out, or instance dead):
+        the work since the notice's checkpoint (or since the last periodic one) is lost."""
+        if self.running.get(run.group_key) is not run:
+            return
+        self.terminating.discard(run.group_key)
+        now = self.clock.now()
+        lost_before = self.meter["lost_gpu_seconds"].value
+        outcome = "preStop checkpoint saved" if saved else "preStop checkpoint not completed"
+        if saved:
+            self.meter["spot_checkpoints_saved"].add(1, now)
+        self._evicted(run, f"spot interruption of {node}, {outcome}", stopped_at=notice_at, saved_all=saved)
+        lost = self.meter["lost_gpu_seconds"].value - lost_before
+        self.meter["spot_lost_gpu_seconds"].add(lost, now)
+        price_per_gpu_hour = pool.spec.pricing.per_hour / max(pool.gpus_per_node, 1)
+        self.meter["spot_lost_cost"].add(lost / 3600 * price_per_gpu_hour, now)
+
+    def _instance_gone(self, pool: Pool, node: str) -> None:
+        """The notice ran out: the provider takes the instance back (billing stops)."""
+        self.noticed.discard(node)
+        if node in pool.nodes:
+            self._remove_node(pool, node)
+            self.meter[f"nodes/{pool.name}"].set(len(pool.nodes), self.clock.now())
+
+    # -- budget ---------------------------------------------------------------------------------------
+    def _budget_period(self) -> None:
+        budget = self.budget
+        assert budget is not None
+        if self.finished >= len(self.jobs):
+            return
+        budget.start_period(self.clock.now())
+        if self.finished < len(self.jobs):
+            self.clock.call_later(budget.period_s, self._budget_period, PRIORITY_AUTOSCALE)
+
+    def _budget_check(self) -> None:
+        """The period's spend against the thresholds, every HPA sync period while jobs remain."""
+        budget = self.budget
+        assert budget is not None
+        budget.check(self.clock.now())
+        if self.finished < len(self.jobs):
+            self.clock.call_later(HPA_SYNC_SECONDS, self._budget_check, PRIORITY_AUTOSCALE)
+
+    def _set_queue(self, queue: Queue) -> None:
+        """A live queue edit (as `PATCH /queues/<name>`): the scheduler sees it at the next cycle."""
+        self.queues[queue.name] = queue
+        self.core.set_queue(queue)
+        self._want_cycle()
+
+    def _record(self, when: float, text: str) -> None:
+        self.events.append((when, text))
 
     # -- cloud burst ----------------------------------------------------------------------------------
     def _overflow(self, now: float) -> None:
@@ -343,8 +507,9 @@ class Simulation:
         VK pods with a low pod-deletion-cost and a draining preStop hook would), so scale-in
         never kills running work."""
         now = self.clock.now()
-        while pool.size < desired and pool.draining:
-            node = pool.draining.pop()
+        while pool.size < desired and (kept := [n for n in pool.draining if n not in self.noticed]):
+            node = kept[-1]  # a node under a spot notice is leaving whatever the autoscaler wants
+            pool.draining.remove(node)
             self.core.set_schedulable(node, True)
         while pool.size < desired:
             pool.provisioning += 1
@@ -379,6 +544,8 @@ class Simulation:
         pool.nodes.append(node.name)
         self.node_pool[node.name] = pool
         self.core.add_nodes([node])
+        if pool.name in self.spot:
+            self._schedule_notice(pool, node.name)
         if pool.is_cloud and pool.spec.count and self.clock.now() == 0.0:
             self.meter[f"billed_nodes/{pool.name}"].add(1, 0.0)
 
@@ -386,7 +553,8 @@ class Simulation:
         for group_key in sorted(self.node_pods.pop(node, set())):
             run = self.running.get(group_key)
             if run is not None:
-                self._restart(run, f"node {node} removed")
+                self.terminating.discard(group_key)
+                self._evicted(run, f"node {node} removed")
         pool.nodes.remove(node)
         if node in pool.draining:
             pool.draining.remove(node)
@@ -394,7 +562,10 @@ class Simulation:
         self.meter[f"billed_nodes/{pool.name}"].add(-1, self.clock.now())
 
     def outcome(self) -> Outcome:
-        return Outcome(self.name, self.end, self.idc_gpus, self.meter, self.jobs, self.pools, self.events)
+        changes = self.budget.changes if self.budget else 0
+        return Outcome(
+            self.name, self.end, self.idc_gpus, self.meter, self.jobs, self.pools, self.events, self.warnings, changes
+        )
 
     @property
     def idc_gpus(self) -> int:

@@ -10,8 +10,10 @@ from tidegate.autoscale.hpa import HPASpec
 from tidegate.autoscale.hpa_manifest import parse_hpa
 from tidegate.model.errors import ManifestError, ManifestErrors, Source
 from tidegate.model.manifests import load_manifests
-from tidegate.model.objects import Queue, SchedulerConfiguration
+from tidegate.model.objects import Job, Queue, SchedulerConfiguration
+from tidegate.model.resources import Resources
 from tidegate.model.validation import validate
+from tidegate.sim.policies import JobPolicy, job_policy
 from tidegate.sim.spec import (
     API_VERSION,
     SIM_KINDS,
@@ -22,6 +24,7 @@ from tidegate.sim.spec import (
     WorkloadSpec,
     parse_spec,
 )
+from tidegate.sim.spot import InterruptionError, Interruptions, grace_warning, resolve_interruptions
 
 
 @dataclass(slots=True)
@@ -36,6 +39,10 @@ class SimulationInput:
     scenarios: dict[str, ScenarioSpec] = field(default_factory=dict)
     simulations: dict[str, SimulationSpec] = field(default_factory=dict)
     hpas: list[HPASpec] = field(default_factory=list)
+    #: Spot pools' interruption models, defaults resolved (pools that never interrupt are absent).
+    interruptions: dict[str, Interruptions] = field(default_factory=dict)
+    #: Each Workload's job lifecycle rules (from its jobTemplate); absent: no policies.
+    policies: dict[str, JobPolicy] = field(default_factory=dict)
     sources: dict[tuple[str, str], Source] = field(default_factory=dict)
     warnings: list[ManifestError] = field(default_factory=list)
 
@@ -79,6 +86,8 @@ def load_simulation(paths: list[str]) -> SimulationInput:
             tables[kind][name] = spec
             sim.sources[(kind, name)] = source
     errors.extend(_references(sim))
+    errors.extend(_interruptions(sim))
+    errors.extend(_job_templates(sim, ms.jobs))
     if errors:
         raise ManifestErrors(errors)
     return sim
@@ -140,4 +149,78 @@ def _references(sim: SimulationInput) -> list[ManifestError]:
                 "spec.scaleTargetRef.name",
                 f"no NodePool has scaleTargetRef {hpa.target_kind}/{hpa.target_name}",
             )
+    return out
+
+
+def _base(source: Source) -> Path:
+    return Path(source.file).parent if source.file not in ("-", "<memory>") else Path()
+
+
+def _interruptions(sim: SimulationInput) -> list[ManifestError]:
+    """Resolve each spot pool's interruption model (rate from the Spot Advisor band, provider notice)."""
+    out: list[ManifestError] = []
+    for name, pool in sim.pools.items():
+        cluster = sim.clusters.get(pool.cluster)
+        if cluster is None:
+            continue
+        source = sim.sources[("NodePool", name)]
+        try:
+            resolved = resolve_interruptions(pool, cluster, _base(source))
+        except InterruptionError as exc:
+            out.append(ManifestError(source, "NodePool", name, exc.field, str(exc)))
+            continue
+        if resolved is not None:
+            sim.interruptions[name] = resolved
+    for name, scenario in sim.scenarios.items():
+        source = sim.sources[("Scenario", name)]
+        if scenario.cloud_pricing == "on-demand":
+            for pool_name, pool in sim.pools.items():
+                if pool.pricing.model == "spot" and pool.pricing.on_demand_per_hour <= 0:
+                    message = f"NodePool {pool_name} is spot and has no pricing.onDemandPerHour to switch to"
+                    out.append(ManifestError(source, "Scenario", name, "spec.cloudPricing", message))
+        budget = scenario.budget
+        if budget is None:
+            continue
+        if budget.queue not in {q.name for q in sim.queues}:
+            out.append(
+                ManifestError(source, "Scenario", name, "spec.budget.queue", f"queue {budget.queue!r} is not defined")
+            )
+        for i, threshold in enumerate(budget.thresholds):
+            field_ = f"spec.budget.thresholds[{i}]"
+            if threshold.weight is None and threshold.capability is None and threshold.state is None:
+                out.append(ManifestError(source, "Scenario", name, field_, "set weight, capability and/or state"))
+            for resource, quantity in (threshold.capability or {}).items():
+                try:
+                    positive = bool(Resources.parse({resource: quantity}, "capability"))
+                except ValueError as exc:
+                    out.append(ManifestError(source, "Scenario", name, f"{field_}.capability", str(exc)))
+                    continue
+                if not positive:
+                    message = f"{resource}: a zero capability means no cap; use state: Closed to stop the queue"
+                    out.append(ManifestError(source, "Scenario", name, f"{field_}.capability", message))
+    return out
+
+
+def _job_templates(sim: SimulationInput, jobs: list[Job]) -> list[ManifestError]:
+    """Each Workload's jobTemplate must name a vcjob; its policies become the workload's JobPolicy.
+    A grace period longer than a spot pool's notice is a warning (the instance dies first)."""
+    out: list[ManifestError] = []
+    by_name = {job.name: job for job in jobs}
+    for name, workload in sim.workloads.items():
+        source = sim.sources[("Workload", name)]
+        if not workload.job_template:
+            sim.policies[name] = JobPolicy(checkpoint_s=workload.checkpoint_seconds)
+            continue
+        template = by_name.get(workload.job_template)
+        if template is None:
+            message = f"no Job (batch.volcano.sh/v1alpha1) named {workload.job_template!r} in the folder"
+            out.append(ManifestError(source, "Workload", name, "spec.jobTemplate", message))
+            continue
+        policy = job_policy(template, workload.checkpoint_seconds)
+        sim.policies[name] = policy
+        for pool_name, interruptions in sorted(sim.interruptions.items()):
+            warning = grace_warning(policy.grace_s, template.name, pool_name, interruptions)
+            if warning:
+                field_ = "spec.tasks[0].template.spec.terminationGracePeriodSeconds"
+                sim.warnings.append(ManifestError(template.source, "Job", template.name, field_, warning))
     return out

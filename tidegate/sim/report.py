@@ -45,7 +45,17 @@ ROWS: list[tuple[str, str, str]] = [
     ("same peak reserved monthly", "reserved_peak_cost", "money"),
     ("cloud peak nodes", "cloud_peak_nodes", "int"),
     ("restarts", "restarts", "int"),
+    ("GPU-hours redone (all restarts)", "lost_gpu_hours", "num"),
+    ("spot interruptions", "spot_interruptions", "int"),
+    ("spot: jobs interrupted", "spot_interrupted_jobs", "int"),
+    ("spot: preStop checkpoints saved", "spot_checkpoints_saved", "int"),
+    ("spot: GPU-hours lost", "spot_lost_gpu_hours", "num"),
+    ("spot: lost work's cost", "spot_lost_cost", "money"),
+    ("jobs failed for good", "jobs_failed", "int"),
+    ("budget queue changes", "budget_changes", "int"),
 ]
+#: Events the report lists on their own, above the full event log (which overflows bury).
+NOTABLE = ("spot interruption", ": failed (", "budget:", "completed by policy")
 
 
 def _fmt(value: Any, kind: str) -> str:
@@ -181,6 +191,18 @@ def write_html(results: list[RunResult], out: Path, title: str) -> Path:
         f"<h2>{html.escape(name)}</h2><img src='data:image/png;base64,{data}' alt='{html.escape(name)}'>"
         for name, data in _figures(results)
     )
+    notable = "".join(
+        f"<h3>{html.escape(r.name)}</h3><pre>"
+        + html.escape(
+            "\n".join(
+                [f"warning: {w}" for w in r.simulation.warnings]
+                + [f"{t / 3600:9.2f} h  {text}" for t, text in r.simulation.events if any(k in text for k in NOTABLE)]
+            )
+            or "none"
+        )
+        + "</pre>"
+        for r in results
+    )
     events = "".join(
         f"<h3>{html.escape(r.name)}</h3><pre>"
         + html.escape("\n".join(f"{t / 3600:9.2f} h  {text}" for t, text in r.simulation.events[:300]))
@@ -194,6 +216,7 @@ def write_html(results: list[RunResult], out: Path, title: str) -> Path:
         "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:4px 10px;text-align:right}"
         "td:first-child{text-align:left}img{max-width:100%}</style></head><body>"
         f"<h1>{html.escape(title)}</h1><table><tr><th></th>{head}</tr>{rows}</table>{figures}"
+        f"<h2>Spot interruptions, jobs failed for good, budget actions, warnings</h2>{notable}"
         f"<h2>Events</h2>{events}</body></html>"
     )
     return path

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import os
 import queue as queue_module
 from collections.abc import Callable
@@ -20,7 +21,9 @@ from tidegate.sim.core import Core
 from tidegate.sim.engine import Outcome, Simulation, static_quotas
 from tidegate.sim.fleet import Pool
 from tidegate.sim.loader import SimulationInput
-from tidegate.sim.spec import SimulationSpec
+from tidegate.sim.policies import JobPolicy
+from tidegate.sim.spec import NodePoolSpec, ScenarioSpec, SimulationSpec
+from tidegate.sim.spot import Interruptions
 from tidegate.sim.workload import SimJob, sim_jobs, trace_jobs
 
 MONTH_S = 30 * 86400.0
@@ -92,6 +95,14 @@ def summarise(name: str, sim: Outcome, window: float) -> dict[str, Any]:
         "jobs_overflowed": sum(1 for j in sim.jobs if j.queue != j.home_queue),
         "restarts": sum(j.restarts for j in sim.jobs),
         "lost_gpu_hours": round(meter["lost_gpu_seconds"].value / 3600, 1),
+        "spot_interruptions": int(meter["spot_interruptions"].value),
+        "spot_interrupted_jobs": int(meter["spot_interrupted_jobs"].value),
+        "spot_checkpoints_saved": int(meter["spot_checkpoints_saved"].value),
+        "spot_lost_gpu_hours": round(meter["spot_lost_gpu_seconds"].value / 3600, 1),
+        "spot_lost_cost": round(meter["spot_lost_cost"].value, 2),
+        "budget_changes": sim.budget_changes,
+        "failed_jobs": {j.name: j.failed_reason for j in sim.jobs if j.failed_reason},
+        "warnings": list(sim.warnings),
         "simulated_days": round(end / 86400, 2),
         "queues": {
             queue: {
@@ -137,14 +148,41 @@ def run_scenario(
     horizon = max((r.submit_s for r in records), default=0.0)
     scenario = inp.scenarios[scenario_name]
     queues = static_quotas(inp.queues) if scenario.quotas == "static" else list(inp.queues)
-    pools = [Pool(pool_name, pool, pool.cluster, inp.clusters[pool.cluster]) for pool_name, pool in inp.pools.items()]
+    pools = [
+        Pool(pool_name, priced(pool, scenario), pool.cluster, inp.clusters[pool.cluster])
+        for pool_name, pool in inp.pools.items()
+    ]
     jobs: list[SimJob] = sim_jobs(workload, records)
     core = core_factory(inp, queues) if core_factory else online_core(inp, queues)
     progress = (lambda t: on_progress(scenario_name, t, horizon)) if on_progress else None
-    sim = Simulation(scenario_name, core, queues, pools, copy.deepcopy(inp.hpas), jobs, scenario, spec, progress)
+    policy = inp.policies.get(spec.workload, JobPolicy(checkpoint_s=workload.checkpoint_seconds))
+    hpas = copy.deepcopy(inp.hpas)
+    interruptions = scenario_interruptions(inp.interruptions, scenario)
+    sim = Simulation(scenario_name, core, queues, pools, hpas, jobs, scenario, spec, progress, interruptions, policy)
     sim.run()
     outcome = sim.outcome()
     return RunResult(scenario_name, outcome, summarise(scenario_name, outcome, spec.until_seconds or horizon))
+
+
+def priced(pool: NodePoolSpec, scenario: ScenarioSpec) -> NodePoolSpec:
+    """The pool as the scenario runs it: with `cloudPricing: on-demand`, a spot pool becomes an
+    on-demand one (billed at its onDemandPerHour, labelled cloud-ondemand, never interrupted)."""
+    if scenario.cloud_pricing != "on-demand" or pool.pricing.model != "spot":
+        return pool
+    pricing = pool.pricing.model_copy(update={"model": "on-demand", "per_hour": pool.pricing.on_demand_per_hour})
+    return pool.model_copy(update={"pricing": pricing, "interruption": None})
+
+
+def scenario_interruptions(interruptions: dict[str, Interruptions], scenario: ScenarioSpec) -> dict[str, Interruptions]:
+    """The spot pools that interrupt in this scenario (none without burst, whose cloud pools stay empty,
+    with interruptions off or with on-demand pricing)."""
+    if not scenario.burst.enabled or not scenario.interruptions or scenario.cloud_pricing == "on-demand":
+        return {}
+    rate = scenario.interruption_rate_per_hour
+    if rate is None:
+        return dict(interruptions)
+    origin = f"scenario interruptionRatePerHour {rate:g}"
+    return {name: dataclasses.replace(i, rate_per_hour=rate, origin=origin) for name, i in interruptions.items()}
 
 
 def _run_in_worker(

@@ -58,6 +58,24 @@ class ScaleTargetRef(Spec):
     name: str
 
 
+class InterruptionSpec(Spec):
+    """How a spot pool's nodes are interrupted (see tidegate/sim/spot.py for the defaults)."""
+
+    #: Whose notice applies (aws 120 s, gcp 30 s, azure 30 s, aliyun 300 s); default: the cluster's provider.
+    provider: Literal["aws", "gcp", "azure", "aliyun"] | None = None
+    #: Interruptions per node-hour; default: from the instance type's band in the AWS Spot Advisor data.
+    rate_per_hour: Annotated[float | None, Field(ge=0)] = None
+    notice_seconds: Annotated[float | None, Field(ge=0)] = None
+    #: The AWS instance type and region whose Spot Advisor interruption band sets the default rate.
+    instance_type: str = ""
+    region: str = "us-east-1"
+    #: The Spot Advisor JSON (relative to this manifest); default: ../shared/data/aws-spot-advisor/.
+    advisor_data: str = ""
+    #: Explicit notice instants (simulated seconds); each interrupts the pool's oldest live node. For
+    #: tests and what-ifs; when given, no random interruptions are drawn.
+    at_seconds: list[Annotated[float, Field(ge=0)]] = Field(default_factory=list)
+
+
 class NodePoolSpec(Spec):
     cluster: str
     #: Nodes present at the start (an IDC pool's fixed size).
@@ -72,6 +90,9 @@ class NodePoolSpec(Spec):
     pricing: PricingSpec = Field(default_factory=PricingSpec)
     #: The Deployment an HPA scales to size this pool; one replica is one node.
     scale_target_ref: ScaleTargetRef | None = None
+    #: Spot interruptions (only for `pricing.model: spot`); absent: a spot pool interrupts at its
+    #: instance type's default rate if it names one, else never.
+    interruption: InterruptionSpec | None = None
 
     @field_validator("cpu", "memory")
     @classmethod
@@ -117,6 +138,11 @@ class WorkloadSpec(Spec):
     #: Jobs save a checkpoint every this many seconds of running (0 = never): a restarted job resumes
     #: from its last one and loses only the work since.
     checkpoint_every_seconds: Annotated[float, Field(ge=0)] = 0.0
+    #: How long a checkpoint takes when a pod's preStop hook writes one on a spot notice.
+    checkpoint_seconds: Annotated[float, Field(ge=0)] = 0.0
+    #: A Volcano Job (batch.volcano.sh/v1alpha1) in the folder whose spec.policies, task policies,
+    #: maxRetry and pod terminationGracePeriodSeconds every job of this workload follows.
+    job_template: str = ""
 
 
 class BurstSpec(Spec):
@@ -126,11 +152,39 @@ class BurstSpec(Spec):
     after_seconds: Annotated[float, Field(ge=0)] = 600.0
 
 
+class BudgetThreshold(Spec):
+    """When the period's cloud spend reaches `spent_fraction` of the budget, patch the queue."""
+
+    spent_fraction: Annotated[float, Field(gt=0)]
+    weight: Annotated[int | None, Field(ge=1, le=65535)] = None
+    #: Replaces the queue's capability (positive quantities: a zero is read as "no cap").
+    capability: dict[str, str] | None = None
+    #: Closed stops the queue taking any new work (as `vcctl queue operate --action close`).
+    state: Literal["Open", "Closed"] | None = None
+
+
+class BudgetSpec(Spec):
+    """A cloud budget per period; crossing a threshold patches the burst queue until the next period."""
+
+    per_period: Annotated[float, Field(gt=0)]
+    period_hours: Annotated[float, Field(gt=0)] = 24.0
+    queue: str = "burst-cloud"
+    thresholds: Annotated[list[BudgetThreshold], Field(min_length=1)]
+
+
 class ScenarioSpec(Spec):
     description: str = ""
     #: static: capability = deserved, nothing lent; elastic: borrow up to capability, reclaim.
     quotas: Literal["static", "elastic"] = "elastic"
     burst: BurstSpec = Field(default_factory=BurstSpec)
+    #: declared: pools as their manifests say; on-demand: every spot pool becomes on-demand (billed at
+    #: its pricing.onDemandPerHour, labelled cloud-ondemand, never interrupted).
+    cloud_pricing: Literal["declared", "on-demand"] = "declared"
+    #: false turns spot interruptions off (spot prices kept): what interruptions cost.
+    interruptions: bool = True
+    #: Overrides every interrupting spot pool's rate (interruptions per node-hour), for what-ifs.
+    interruption_rate_per_hour: Annotated[float | None, Field(ge=0)] = None
+    budget: BudgetSpec | None = None
 
 
 class SimulationSpec(Spec):
@@ -139,6 +193,8 @@ class SimulationSpec(Spec):
     scheduling_period_seconds: Annotated[float, Field(gt=0)] = 1.0
     #: Simulated time to stop at (seconds); 0 = when the workload ends and every job has finished.
     until_seconds: Annotated[float, Field(ge=0)] = 0.0
+    #: Seeds random events (spot interruptions); the same seed gives the same figures.
+    seed: int = 0
 
 
 SPEC_TYPES: dict[str, type[Spec]] = {

@@ -57,6 +57,8 @@ class SimJob:
     finished: float | None = None
     failed_reason: str = ""
     restarts: int = 0
+    #: Restarts counted against the vcjob's maxRetry (Volcano's status.retryCount).
+    retries: int = 0
     #: Seconds of work kept by checkpoints across restarts (the job resumes from there).
     done_s: float = 0.0
     #: Checkpoint period in seconds of running (0 = none).

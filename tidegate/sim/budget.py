@@ -1,0 +1,114 @@
+"""Budget control: a cloud budget per period; crossing a threshold patches the burst queue, as operators
+do with `PATCH /queues/cloud-burst {"spec":{"weight":10}}`, and the next period restores it.
+
+Spend is billed node time at each cloud pool's price (the same as `cloud_cost`: a node is billed from
+the autoscaler's request until it leaves), counted from the start of the period. It is checked every
+15 s (the HPA sync period; at 0, 15, 30, ... s), so a crossing is acted on at the first check at or
+after the instant the bill reaches the threshold, at most 15 s late.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+
+from tidegate.model.objects import Queue, QueueState
+from tidegate.model.resources import Resources
+from tidegate.sim.fleet import Pool
+from tidegate.sim.meter import Meter
+from tidegate.sim.spec import BudgetSpec, BudgetThreshold
+
+
+def cloud_spend(pools: list[Pool], meter: Meter, now: float) -> float:
+    """What the cloud pools have billed from time 0 to `now` (node-seconds x price per hour / 3600)."""
+    return sum(
+        meter[f"billed_nodes/{pool.name}"].integral(now) * pool.spec.pricing.per_hour / 3600
+        for pool in pools
+        if pool.is_cloud
+    )
+
+
+def patched(queue: Queue, threshold: BudgetThreshold) -> Queue:
+    """The queue with the threshold's weight, capability and/or state."""
+    changes: dict[str, object] = {}
+    if threshold.state is not None:
+        changes["state"] = QueueState(threshold.state)
+    if threshold.weight is not None:
+        changes["weight"] = threshold.weight
+    if threshold.capability is not None:
+        changes["capability"] = Resources.parse(dict(threshold.capability), f"budget threshold of queue {queue.name}")
+    return dataclasses.replace(queue, **changes)  # type: ignore[arg-type]
+
+
+def describe(queue: Queue) -> str:
+    capability = (
+        ", ".join(f"{k}={v}" for k, v in sorted(queue.capability.to_dict().items())) if queue.capability else "none"
+    )
+    state = "" if queue.state is QueueState.OPEN else f", {queue.state.value}"
+    return f"weight {queue.weight}, capability {capability}{state}"
+
+
+class Budget:
+    """Tracks the period's spend and patches the queue through `apply` (the scheduler's live queue edit)."""
+
+    def __init__(
+        self,
+        spec: BudgetSpec,
+        queue: Queue,
+        pools: list[Pool],
+        meter: Meter,
+        apply: Callable[[Queue], None],
+        record: Callable[[float, str], None],
+    ) -> None:
+        self.spec = spec
+        self.original = queue
+        self.current = queue
+        self.pools = pools
+        self.meter = meter
+        self.apply = apply
+        self.record = record
+        self.thresholds = sorted(spec.thresholds, key=lambda t: t.spent_fraction)
+        self.period = -1
+        self.period_start = 0.0
+        self.baseline = 0.0
+        self.crossed = 0
+        self.changes = 0
+
+    @property
+    def period_s(self) -> float:
+        return self.spec.period_hours * 3600.0
+
+    def start_period(self, now: float) -> None:
+        """A new period: spend counts from here, and a patched queue gets its spec back."""
+        self.period += 1
+        self.period_start = now
+        self.baseline = cloud_spend(self.pools, self.meter, now)
+        self.crossed = 0
+        if self.current != self.original:
+            self._set(self.original, now, f"period {self.period} starts: restored")
+
+    def spent(self, now: float) -> float:
+        return cloud_spend(self.pools, self.meter, now) - self.baseline
+
+    def check(self, now: float) -> None:
+        """Apply every threshold the period's spend has reached and not yet acted on."""
+        if self.crossed == len(self.thresholds):
+            return
+        spent = self.spent(now)
+        while self.crossed < len(self.thresholds):
+            threshold = self.thresholds[self.crossed]
+            if spent < threshold.spent_fraction * self.spec.per_period:
+                break
+            self.crossed += 1
+            reason = (
+                f"spent {spent:,.2f} of {self.spec.per_period:,.2f} in period {self.period} "
+                f"(>= {threshold.spent_fraction:.0%})"
+            )
+            self._set(patched(self.current, threshold), now, reason)
+
+    def _set(self, queue: Queue, now: float, reason: str) -> None:
+        before = describe(self.current)
+        self.current = queue
+        self.apply(queue)
+        self.changes += 1
+        self.record(now, f"budget: queue {queue.name} {before} -> {describe(queue)} ({reason})")
