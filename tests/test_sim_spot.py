@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import html
+import json
 import tempfile
 from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from rich.console import Console
 from sim_builders import spot_folder
 
 from tidegate.model.errors import ManifestErrors
 from tidegate.sim.loader import load_simulation
+from tidegate.sim.report import summary_table, write_html, write_summary
 from tidegate.sim.run import RunResult, run_simulation
 from tidegate.sim.spot import DEFAULT_ADVISOR, prestop, rate_from_band, resolve_interruptions
 
@@ -82,7 +86,7 @@ def test_one_interruption_at_a_known_time(
     assert restart == restart_at
     summary = result.summary
     assert summary["spot_interruptions"] == 1 and summary["spot_interrupted_jobs"] == 1
-    assert summary["spot_checkpoints_saved"] == saved
+    assert summary["spot_checkpoints_saved"] == saved and summary["spot_restarts"] == 1
     assert summary["spot_lost_gpu_hours"] == round(lost_gpu_s / 3600, 1)
     # lost GPU-hours at the pool's price per GPU-hour: 3,200 / 3,600 x 36 / 8 = 4.00
     assert summary["spot_lost_cost"] == pytest.approx(lost_gpu_s / 3600 * 36 / 8)
@@ -147,6 +151,7 @@ def test_the_job_fails_for_good_when_its_retries_reach_max_retry(tmp_path: Path)
     )
     summary = result.summary
     assert summary["jobs_failed"] == 1 and summary["jobs_completed"] == 1 and summary["jobs_unfinished"] == 0
+    assert (summary["spot_interrupted_jobs"], summary["spot_restarts"]) == (2, 1)
     assert summary["failed_jobs"] == {"a": a.failed_reason}
     # 400 s lost at the first notice (checkpoint at 600 of 1,000 s), then a resumed from 600 s of work
     # at 1,001 s and ran 2,000 s to 3,001 s: its last checkpoint at 1,800 s of that run, 200 s lost.
@@ -362,3 +367,29 @@ def test_no_job_is_ever_lost(
     summary = result.summary
     assert summary["jobs_completed"] + summary["jobs_failed"] == summary["jobs_submitted"] == len(jobs)
     assert summary["jobs_unfinished"] == 0
+
+
+def test_the_report_lists_interruptions_failures_and_warnings(tmp_path: Path) -> None:
+    folder = spot_folder(
+        tmp_path / "sim",
+        X_AND_A,
+        cloud_nodes=1,
+        interruption={"atSeconds": [1001]},
+        workload={"checkpointEverySeconds": 600, "jobTemplate": "trainer"},
+        scenarios={"spot": BURST},
+        template=vcjob(retry="maxRetry: 1"),
+    )
+    results = run_simulation(load_simulation([str(folder)]), workers=1)
+    out = tmp_path / "out"
+    out.mkdir()
+    summary = json.loads(write_summary(results, out).read_text())["runs"][0]
+    assert (summary["spot_interruptions"], summary["jobs_failed"], summary["spot_lost_cost"]) == (1, 1, 4.0)
+    page = write_html(results, out, "t").read_text()
+    notable = page.split("<h2>Spot interruptions, jobs failed for good, budget actions, warnings</h2>")[1]
+    notable = html.unescape(notable.split("<h2>Events</h2>")[0])
+    assert "warning: Job trainer: terminationGracePeriodSeconds 300" in notable
+    assert "0.28 h  spot-0: spot interruption notice (120 s); stopping a" in notable
+    assert "a: failed (spot interruption of spot-0, preStop checkpoint not completed; PodEvicted" in notable
+    table = Console(width=200, record=True)
+    table.print(summary_table(results))
+    assert "jobs failed for good" in table.export_text()

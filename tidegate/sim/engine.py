@@ -400,12 +400,13 @@ class Simulation:
             return
         self.terminating.discard(run.group_key)
         now = self.clock.now()
-        lost_before = self.meter["lost_gpu_seconds"].value
+        lost_before, restarts_before = self.meter["lost_gpu_seconds"].value, run.job.restarts
         outcome = "preStop checkpoint saved" if saved else "preStop checkpoint not completed"
         if saved:
             self.meter["spot_checkpoints_saved"].add(1, now)
         self._evicted(run, f"spot interruption of {node}, {outcome}", stopped_at=notice_at, saved_all=saved)
         lost = self.meter["lost_gpu_seconds"].value - lost_before
+        self.meter["spot_restarts"].add(run.job.restarts - restarts_before, now)
         self.meter["spot_lost_gpu_seconds"].add(lost, now)
         price_per_gpu_hour = pool.spec.pricing.per_hour / max(pool.gpus_per_node, 1)
         self.meter["spot_lost_cost"].add(lost / 3600 * price_per_gpu_hour, now)

@@ -49,6 +49,7 @@ ROWS: list[tuple[str, str, str]] = [
     ("spot interruptions", "spot_interruptions", "int"),
     ("spot: jobs interrupted", "spot_interrupted_jobs", "int"),
     ("spot: preStop checkpoints saved", "spot_checkpoints_saved", "int"),
+    ("spot: restarts", "spot_restarts", "int"),
     ("spot: GPU-hours lost", "spot_lost_gpu_hours", "num"),
     ("spot: lost work's cost", "spot_lost_cost", "money"),
     ("jobs failed for good", "jobs_failed", "int"),

@@ -98,6 +98,7 @@ def summarise(name: str, sim: Outcome, window: float) -> dict[str, Any]:
         "spot_interruptions": int(meter["spot_interruptions"].value),
         "spot_interrupted_jobs": int(meter["spot_interrupted_jobs"].value),
         "spot_checkpoints_saved": int(meter["spot_checkpoints_saved"].value),
+        "spot_restarts": int(meter["spot_restarts"].value),
         "spot_lost_gpu_hours": round(meter["spot_lost_gpu_seconds"].value / 3600, 1),
         "spot_lost_cost": round(meter["spot_lost_cost"].value, 2),
         "budget_changes": sim.budget_changes,
