@@ -153,6 +153,8 @@ def test_the_job_fails_for_good_when_its_retries_reach_max_retry(tmp_path: Path)
     assert summary["jobs_failed"] == 1 and summary["jobs_completed"] == 1 and summary["jobs_unfinished"] == 0
     assert (summary["spot_interrupted_jobs"], summary["spot_restarts"]) == (2, 1)
     assert summary["failed_jobs"] == {"a": a.failed_reason}
+    # a had kept 600 s (first run) + 1,800 s (second run) of work in checkpoints: 2,400 s x 8 GPUs
+    assert summary["failed_jobs_gpu_hours"] == round(2400 * 8 / 3600, 1)
     # 400 s lost at the first notice (checkpoint at 600 of 1,000 s), then a resumed from 600 s of work
     # at 1,001 s and ran 2,000 s to 3,001 s: its last checkpoint at 1,800 s of that run, 200 s lost.
     assert result.simulation.meter["lost_gpu_seconds"].value == (400 + 200) * 8

@@ -53,6 +53,7 @@ ROWS: list[tuple[str, str, str]] = [
     ("spot: GPU-hours lost", "spot_lost_gpu_hours", "num"),
     ("spot: lost work's cost", "spot_lost_cost", "money"),
     ("jobs failed for good", "jobs_failed", "int"),
+    ("GPU-hours kept by jobs that failed", "failed_jobs_gpu_hours", "num"),
     ("budget queue changes", "budget_changes", "int"),
 ]
 #: Events the report lists on their own, above the full event log (which overflows bury).

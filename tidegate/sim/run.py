@@ -103,6 +103,8 @@ def summarise(name: str, sim: Outcome, window: float) -> dict[str, Any]:
         "spot_lost_cost": round(meter["spot_lost_cost"].value, 2),
         "budget_changes": sim.budget_changes,
         "failed_jobs": {j.name: j.failed_reason for j in sim.jobs if j.failed_reason},
+        # work the failed jobs had kept in checkpoints, thrown away with them (their lost work is in lost_gpu_hours)
+        "failed_jobs_gpu_hours": round(sum(j.done_s * j.gpus for j in sim.jobs if j.failed_reason) / 3600, 1),
         "warnings": list(sim.warnings),
         "simulated_days": round(end / 86400, 2),
         "queues": {
