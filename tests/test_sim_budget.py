@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from sim_builders import spot_folder
+import yaml
+from sim_builders import QUEUES, spot_folder, write_helios_sim
 
 from tidegate.model.errors import ManifestErrors
 from tidegate.sim.core import SnapshotCore
@@ -72,7 +73,10 @@ def test_a_threshold_that_changes_nothing_is_an_error(tmp_path: Path) -> None:
     with pytest.raises(ManifestErrors) as exc:
         load_simulation([str(budget_folder(tmp_path, {**BUDGET, "thresholds": [{"spentFraction": 0.5}]}))])
     (error,) = exc.value.errors
-    assert (error.field, error.message) == ("spec.budget.thresholds[0]", "set weight, capability and/or state")
+    assert (error.field, error.message) == (
+        "spec.budget.thresholds[0]",
+        "set weight, capability, state and/or maxReplicas",
+    )
 
 
 def test_a_zero_capability_is_refused_because_it_would_mean_no_cap(tmp_path: Path) -> None:
@@ -81,3 +85,43 @@ def test_a_zero_capability_is_refused_because_it_would_mean_no_cap(tmp_path: Pat
         load_simulation([str(budget_folder(tmp_path, {**BUDGET, "thresholds": thresholds}))])
     (error,) = exc.value.errors
     assert error.field == "spec.budget.thresholds[0].capability" and "state: Closed" in error.message
+
+
+def test_a_threshold_can_cap_the_hpa_until_the_next_period(tmp_path: Path) -> None:
+    # The HPA of sim_builders.QUEUES (max 2 nodes of 36 an hour, 60 s provisioning) with a budget of 5 an
+    # hour. a holds the IDC node; b and c (burst-cloud) wait. HPA syncs every 15 s: at 15 s b and c have
+    # waited 30 s in all -> ceil(30 / 300) = 1 node (billed from 15 s, ready at 75 s, b starts there);
+    # then c alone waits: its 345 s at 345 s are the first beyond the HPA's 10% tolerance of 300 s per
+    # node (315 / 300 and 330 / 300 are within it) -> 2 nodes (billed from 345 s). Spend is
+    # 0.01 (t - 15) + 0.01 (t - 345) = 5 at t = 430 s: the check at 435 s (4.20 + 0.90 = 5.10 spent)
+    # caps the HPA at 1 replica, and the next period (3,600 s) gives it its 2 back.
+    jobs = (
+        "a,u,vc1,8,8,1,COMPLETED,0,0,0,5000,0\n"
+        "b,u,vc2,8,8,1,COMPLETED,0,0,0,3000,0\n"
+        "c,u,vc2,8,8,1,COMPLETED,0,0,0,3000,0\n"
+    )
+    scenario = {
+        "apiVersion": "tidegate.io/v1alpha1",
+        "kind": "Scenario",
+        "metadata": {"name": "capped"},
+        "spec": {
+            **BURST,
+            "budget": {"perPeriod": 5, "periodHours": 1, "thresholds": [{"spentFraction": 1.0, "maxReplicas": 1}]},
+        },
+    }
+    simulation = {
+        "apiVersion": "tidegate.io/v1alpha1",
+        "kind": "Simulation",
+        "metadata": {"name": "s"},
+        "spec": {"workload": "w", "scenarios": ["capped"]},
+    }
+    base = QUEUES + "---\n" + yaml.safe_dump(scenario) + "---\n" + yaml.safe_dump(simulation)
+    folder = write_helios_sim(tmp_path / "sim", base, jobs, {"queueByVc": {"vc1": "dev", "vc2": "burst-cloud"}})
+    (result,) = run_simulation(load_simulation([str(folder)]), workers=1)
+    billed = result.simulation.meter["billed_nodes/cloud-a100"]
+    assert billed.times[:2] == [15.0, 345.0]
+    changes = [(t, text) for t, text in result.simulation.events if text.startswith("budget:")]
+    assert changes == [
+        (435.0, "budget: HPA cloud-burst-hpa maxReplicas 2 -> 1 (spent 5.10 of 5.00 in period 0 (>= 100%))"),
+        (3600.0, "budget: HPA cloud-burst-hpa maxReplicas 1 -> 2 (period 1 starts: restored)"),
+    ]

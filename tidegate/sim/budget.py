@@ -1,5 +1,6 @@
 """Budget control: a cloud budget per period; crossing a threshold patches the burst queue, as operators
-do with `PATCH /queues/cloud-burst {"spec":{"weight":10}}`, and the next period restores it.
+do with `PATCH /queues/cloud-burst {"spec":{"weight":10}}`, and/or caps the cloud pools' HPAs
+(`maxReplicas`); the next period restores both.
 
 Spend is billed node time at each cloud pool's price (the same as `cloud_cost`: a node is billed from
 the autoscaler's request until it leaves), counted from the start of the period. It is checked every
@@ -59,6 +60,7 @@ class Budget:
         meter: Meter,
         apply: Callable[[Queue], None],
         record: Callable[[float, str], None],
+        cap_autoscalers: Callable[[int | None], str] | None = None,
     ) -> None:
         self.spec = spec
         self.original = queue
@@ -67,6 +69,9 @@ class Budget:
         self.meter = meter
         self.apply = apply
         self.record = record
+        #: Sets (or, with None, restores) the HPAs' maxReplicas; returns what changed, for the event.
+        self.cap_autoscalers = cap_autoscalers
+        self.capped = False
         self.thresholds = sorted(spec.thresholds, key=lambda t: t.spent_fraction)
         self.period = -1
         self.period_start = 0.0
@@ -86,6 +91,9 @@ class Budget:
         self.crossed = 0
         if self.current != self.original:
             self._set(self.original, now, f"period {self.period} starts: restored")
+        if self.capped and self.cap_autoscalers is not None:
+            self.capped = False
+            self._capped(None, now, f"period {self.period} starts: restored")
 
     def spent(self, now: float) -> float:
         return cloud_spend(self.pools, self.meter, now) - self.baseline
@@ -104,7 +112,17 @@ class Budget:
                 f"spent {spent:,.2f} of {self.spec.per_period:,.2f} in period {self.period} "
                 f"(>= {threshold.spent_fraction:.0%})"
             )
-            self._set(patched(self.current, threshold), now, reason)
+            if threshold.weight is not None or threshold.capability is not None or threshold.state is not None:
+                self._set(patched(self.current, threshold), now, reason)
+            if threshold.max_replicas is not None and self.cap_autoscalers is not None:
+                self.capped = True
+                self._capped(threshold.max_replicas, now, reason)
+
+    def _capped(self, max_replicas: int | None, now: float, reason: str) -> None:
+        assert self.cap_autoscalers is not None
+        change = self.cap_autoscalers(max_replicas)
+        self.changes += 1
+        self.record(now, f"budget: {change} ({reason})")
 
     def _set(self, queue: Queue, now: float, reason: str) -> None:
         before = describe(self.current)

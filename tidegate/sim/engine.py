@@ -135,6 +135,7 @@ class Simulation:
         self.terminating: set[str] = set()  # group keys whose pods run their preStop hook
         self.warnings = [w for name, i in sorted(self.spot.items()) if (w := self._grace_warning(name, i))]
         self.budget: Budget | None = None
+        self.hpa_specs: dict[str, HPASpec] = {}  # each HPA as declared, for a budget to restore
         self._cycle_at: float | None = None
         self._last_cycle = -math.inf
         self.autoscalers: list[Autoscaler] = []
@@ -151,7 +152,10 @@ class Simulation:
         if scenario.budget is not None and burst:
             cloud = [p for p in pools if p.is_cloud]
             queue = self.queues[scenario.budget.queue]
-            self.budget = Budget(scenario.budget, queue, cloud, self.meter, self._set_queue, self._record)
+            self.budget = Budget(
+                scenario.budget, queue, cloud, self.meter, self._set_queue, self._record, self._cap_autoscalers
+            )
+            self.hpa_specs = {scaler.spec.name: scaler.spec for scaler in self.autoscalers}
         for pool in pools:
             if pool.is_cloud and not burst:
                 continue
@@ -441,6 +445,18 @@ class Simulation:
         self.queues[queue.name] = queue
         self.core.set_queue(queue)
         self._want_cycle()
+
+    def _cap_autoscalers(self, max_replicas: int | None) -> str:
+        """An edited HPA (`spec.maxReplicas`; None restores each HPA's own): it applies from its next sync."""
+        changes = []
+        for scaler in self.autoscalers:
+            original = self.hpa_specs[scaler.spec.name]
+            limit = original.max_replicas if max_replicas is None else min(max_replicas, original.max_replicas)
+            limit = max(limit, original.min_replicas)
+            changes.append(f"HPA {original.name} maxReplicas {scaler.spec.max_replicas} -> {limit}")
+            scaler.spec = dataclasses.replace(original, max_replicas=limit)
+            scaler.controller.spec = scaler.spec
+        return "; ".join(changes) or "no HPA to cap"
 
     def _record(self, when: float, text: str) -> None:
         self.events.append((when, text))

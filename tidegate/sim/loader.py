@@ -187,8 +187,11 @@ def _interruptions(sim: SimulationInput) -> list[ManifestError]:
             )
         for i, threshold in enumerate(budget.thresholds):
             field_ = f"spec.budget.thresholds[{i}]"
-            if threshold.weight is None and threshold.capability is None and threshold.state is None:
-                out.append(ManifestError(source, "Scenario", name, field_, "set weight, capability and/or state"))
+            if all(
+                v is None for v in (threshold.weight, threshold.capability, threshold.state, threshold.max_replicas)
+            ):
+                message = "set weight, capability, state and/or maxReplicas"
+                out.append(ManifestError(source, "Scenario", name, field_, message))
             for resource, quantity in (threshold.capability or {}).items():
                 try:
                     positive = bool(Resources.parse({resource: quantity}, "capability"))

@@ -161,6 +161,8 @@ class BudgetThreshold(Spec):
     capability: dict[str, str] | None = None
     #: Closed stops the queue taking any new work (as `vcctl queue operate --action close`).
     state: Literal["Open", "Closed"] | None = None
+    #: Caps every cloud pool's HPA at this many replicas (`kubectl patch hpa ... {"spec":{"maxReplicas":N}}`).
+    max_replicas: Annotated[int | None, Field(ge=1)] = None
 
 
 class BudgetSpec(Spec):
