@@ -8,12 +8,14 @@ import tempfile
 from pathlib import Path
 
 import pytest
+import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from rich.console import Console
-from sim_builders import spot_folder
+from sim_builders import QUEUES, spot_folder, write_helios_sim
 
 from tidegate.model.errors import ManifestErrors
+from tidegate.sim.core import SnapshotCore
 from tidegate.sim.loader import load_simulation
 from tidegate.sim.report import summary_table, write_html, write_summary
 from tidegate.sim.run import RunResult, run_simulation
@@ -395,3 +397,35 @@ def test_the_report_lists_interruptions_failures_and_warnings(tmp_path: Path) ->
     table = Console(width=200, record=True)
     table.print(summary_table(results))
     assert "jobs failed for good" in table.export_text()
+
+
+def test_both_cores_decide_alike_through_interruptions_and_policies(tmp_path: Path) -> None:
+    # The HPA-driven pool of sim_builders.QUEUES (aliyun: 300 s notice) interrupted twice a node-hour;
+    # the HPA replaces interrupted nodes, and jobs evicted twice fail (maxRetry 2).
+    base = QUEUES.replace(
+        "  scaleTargetRef: {name: virtual-kubelet-cloud}\n",
+        "  scaleTargetRef: {name: virtual-kubelet-cloud}\n  interruption: {ratePerHour: 2.0}\n",
+    )
+    simulation = {"workload": "w", "scenarios": ["burst"]}
+    base += "---\n" + yaml.safe_dump(
+        {"apiVersion": "tidegate.io/v1alpha1", "kind": "Simulation", "metadata": {"name": "s"}, "spec": simulation}
+    )
+    rows = [
+        f"j{i},u,vc{1 + i % 2},{(1, 2, 4, 8)[i % 4]},4,1,COMPLETED,{i * 400},0,0,{1200 + (i * 937) % 4000},0"
+        for i in range(24)
+    ]
+    workload = {
+        "queueByVc": {"vc1": "dev", "vc2": "burst-cloud"},
+        "checkpointEverySeconds": 600,
+        "checkpointSeconds": 60,
+        "jobTemplate": "trainer",
+    }
+    folder = write_helios_sim(
+        tmp_path / "sim", base + "---\n" + vcjob(retry="maxRetry: 2"), "\n".join(rows) + "\n", workload
+    )
+    inp = load_simulation([str(folder)])
+    (online,) = run_simulation(inp, workers=1)
+    (reference,) = run_simulation(inp, core_factory=lambda inp, queues: SnapshotCore(queues, inp.config))
+    assert online.summary["spot_interruptions"] > 1 and online.summary["jobs_failed"] > 0
+    assert online.summary == reference.summary
+    assert online.simulation.events == reference.simulation.events
