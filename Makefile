@@ -24,7 +24,7 @@ demo: $(RUN_STAMP)
 	$(BIN)/tidegate simulate examples/hybrid-idc/ --out out/
 
 # The same month with spot vs on-demand, interruptions off or stressed, and a cloud budget.
-demo-mechanisms: $(STAMP)
+demo-mechanisms: $(RUN_STAMP)
 	$(BIN)/tidegate simulate examples/hybrid-idc/ examples/hybrid-idc-mechanisms/ --name hybrid-idc-mechanisms --out out/mechanisms/
 
 lint: $(STAMP)
