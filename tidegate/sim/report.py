@@ -45,6 +45,13 @@ ROWS: list[tuple[str, str, str]] = [
     ("same peak reserved monthly", "reserved_peak_cost", "money"),
     ("cloud peak nodes", "cloud_peak_nodes", "int"),
     ("restarts", "restarts", "int"),
+    ("jobs that waited for data", "prefetch_jobs", "int"),
+    ("prefetch delay p95", "prefetch_delay_p95_s", "dur"),
+    ("prefetch delay, all jobs", "prefetch_delay_total_s", "dur"),
+    ("GPU-hours idle waiting for data", "data_idle_gpu_hours", "num"),
+    ("cost of GPUs idle waiting for data", "data_idle_cost", "money"),
+    ("link utilisation", "link_utilization", "pct"),
+    ("jobs touched by link outages", "outage_affected_jobs", "int"),
 ]
 
 
@@ -165,7 +172,42 @@ def _figures(results: list[RunResult]) -> list[tuple[str, str]]:
     ax.set_xticks(range(len(shares)), labels, fontsize=7)
     ax.set_ylabel("% of the pool's GPU-hours allocated")
     figures.append(("Utilisation per pool", _png(fig)))
+    figures.extend(_data_figures(results))
     return figures
+
+
+def _data_figures(results: list[RunResult]) -> list[tuple[str, str]]:
+    """Each link's throughput over time, and the CDF of per-job prefetch delays (when modelled)."""
+    links = [(r, name) for r in results for name in r.summary.get("links", {})]
+    delays = [(r, sorted(r.summary.get("prefetch_delay_by_job", {}).values())) for r in results]
+    if not links and not any(d for _, d in delays):
+        return []
+    fig, (link_ax, delay_ax) = plt.subplots(1, 2, figsize=(11, 3.2))
+    for result, name in links:
+        sim, end = result.simulation, result.simulation.end
+        x, y = _step(sim.meter[f"link_rate/{name}"], end)
+        link_ax.plot(x, y * 8 / 1e9, label=f"{result.name} / {name}", linewidth=0.8)
+        cut = sim.meter.levels.get("link_cut_clouds")
+        if cut is not None:
+            start = None
+            for t, v in zip(cut.times, cut.values, strict=True):
+                if v > 0 and start is None:
+                    start = t
+                elif v == 0 and start is not None:
+                    link_ax.axvspan(start / DAY, t / DAY, color="red", alpha=0.15)
+                    start = None
+    link_ax.set_title("link throughput (Gbit/s; outages shaded)", fontsize=9)
+    link_ax.set_xlabel("day")
+    for result, values in delays:
+        if values:
+            delay_ax.plot(values, np.arange(1, len(values) + 1) / len(values), label=result.name, linewidth=0.9)
+    delay_ax.set_title("prefetch delay per job (jobs that waited for data)", fontsize=9)
+    delay_ax.set_xlabel("seconds")
+    delay_ax.set_ylabel("fraction of those jobs")
+    for ax in (link_ax, delay_ax):
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=7)
+    return [("Data gravity: link throughput and prefetch delays", _png(fig))]
 
 
 def write_html(results: list[RunResult], out: Path, title: str) -> Path:

@@ -1,0 +1,86 @@
+"""Link outages on hand-checkable scenarios: pending burst jobs go home, prefetches stall for exactly
+the cut, nothing is dispatched to (or bought in) the cloud while it lasts.
+
+Columns: job_id,user,vc,gpu_num,cpu_num,node_num,state,submit,start,end,duration,queue
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from sim_builders import write_data_sim, write_sim
+
+from tidegate.sim.loader import load_simulation
+from tidegate.sim.run import build_simulation, run_simulation
+
+HOG = "hog,u,vc1,8,8,1,COMPLETED,0,0,10000,10000,0\n"
+
+
+def test_a_cut_moves_pending_burst_jobs_home_and_stalls_a_prefetch_for_exactly_the_cut(tmp_path: Path) -> None:
+    # hog fills the IDC node and dev's 8-GPU capability. p (dev) arrives at 1, overflows at once (dev
+    # at capability) and binds on the one cloud node at 2; its 10 GB prefetch at 8 Gbit/s would end at
+    # 12. q (dev) arrives at 3, overflows, and pends in burst-cloud (the cloud node is p's). The link
+    # is cut from 5 to 105: q goes back to dev; p's prefetch stalls 100 s: its data is there at 112,
+    # it runs 100 s to 212. r (dev) arrives at 50, inside the cut: it does not overflow until 105.
+    # At 105 q and r overflow again; q takes the node when p leaves (212; d is there: no prefetch).
+    jobs = (
+        HOG
+        + "p,u,vc1,8,8,1,COMPLETED,1,0,0,100,0\n"
+        + "q,u,vc1,8,8,1,COMPLETED,3,0,0,100,0\n"
+        + "r,u,vc1,8,8,1,COMPLETED,50,0,0,100,0\n"
+    )
+    folder = write_data_sim(tmp_path / "sim", jobs, scenario=", linkOutages: [{start: 5, durationSeconds: 100}]")
+    (result,) = run_simulation(load_simulation([str(folder)]), workers=1)
+    by_name = {j.name: j for j in result.simulation.jobs}
+    p, q, r = by_name["p"], by_name["q"], by_name["r"]
+    assert (p.started, p.prefetch_s, p.finished) == (2.0, 110.0, 212.0)
+    assert (q.started, q.prefetch_s, q.finished, q.queue) == (212.0, 0.0, 312.0, "burst-cloud")
+    assert (r.started, r.finished) == (312.0, 412.0)
+    events = result.simulation.events
+    assert events[:6] == [
+        (1.0, "p: overflowed from dev to burst-cloud"),
+        (3.0, "q: overflowed from dev to burst-cloud"),
+        (5.0, "link to aliyun cut for 100 s (cloud pods: keepRunning)"),
+        (5.0, "p: prefetch stalled (link to aliyun cut)"),
+        (5.0, "q: moved back from burst-cloud to dev (link cut)"),
+        (105.0, "link to aliyun restored"),
+    ]
+    assert {text for t, text in events if t == 105.0 and "overflowed" in text} == {
+        "q: overflowed from dev to burst-cloud",
+        "r: overflowed from dev to burst-cloud",
+    }
+    assert result.summary["outage_affected_jobs"] == 2 and result.summary["link_cut_s"] == 100.0
+
+
+def test_no_cloud_node_is_bought_or_used_while_the_link_is_cut(tmp_path: Path) -> None:
+    # The HPA example of test_sim_engine: b (8 GPUs, 100 s) overflows at 0 behind a (8 GPUs, 1000 s)
+    # and the HPA would buy a node at 15. The link is cut from 10 to 1000: b goes back to dev at 10,
+    # the HPA buys nothing, and at 1000 a leaves and b takes the IDC node (1000..1100).
+    folder = write_sim(tmp_path / "sim", "", ["burst-cut"])
+    (folder / "jobs.csv").write_text(
+        (folder / "jobs.csv").read_text()
+        + "a,u,vc1,8,8,1,COMPLETED,0,0,1000,1000,0\nb,u,vc1,8,8,1,COMPLETED,0,0,100,100,0\n"
+    )
+    (folder / "cut.yaml").write_text(
+        "apiVersion: tidegate.io/v1alpha1\nkind: Scenario\nmetadata: {name: burst-cut}\n"
+        "spec: {burst: {enabled: true, afterSeconds: 300}, linkOutages: [{start: 10, durationSeconds: 990}]}\n"
+    )
+    (result,) = run_simulation(load_simulation([str(folder)]), workers=1)
+    b = next(j for j in result.simulation.jobs if j.name == "b")
+    assert (b.queue, b.started, b.finished) == ("dev", 1000.0, 1100.0)
+    assert result.summary["cloud_cost"] == 0 and result.summary["cloud_peak_nodes"] == 0
+    assert (10.0, "b: moved back from burst-cloud to dev (link cut)") in result.simulation.events
+
+
+def test_overlapping_cuts_restore_the_link_when_the_last_one_ends(tmp_path: Path) -> None:
+    # Cuts [5, 55) and [30, 105) overlap: the prefetch (2..12 without cuts, 3 s done by 5) stalls
+    # from 5 to 105 and ends at 112.
+    jobs = HOG + "p,u,vc2,8,8,1,COMPLETED,2,0,0,100,0\n"
+    outages = ", linkOutages: [{start: 5, durationSeconds: 50}, {start: 30, durationSeconds: 75}]"
+    folder = write_data_sim(tmp_path / "sim", jobs, scenario=outages)
+    sim, _ = build_simulation(load_simulation([str(folder)]), "s", "s")
+    sim.run()
+    p = next(j for j in sim.jobs if j.name == "p")
+    assert (p.prefetch_s, p.finished) == (110.0, 212.0)
+    assert [text for _, text in sim.events if "restored" in text] == ["link to aliyun restored"]
+    assert sim.meter["link_cut_clouds"].integral(sim.end) == 100.0
