@@ -46,6 +46,7 @@ def test_two_prefetches_sharing_the_link_finish_when_the_arithmetic_says(tmp_pat
     assert summary["prefetches"] == 2 and summary["prefetch_jobs"] == 2
     assert summary["prefetch_delay_total_s"] == pytest.approx(29.6)
     assert summary["prefetch_delay_by_job"] == {"c": pytest.approx(14.8), "d": pytest.approx(14.8)}
+    assert (summary["cloud_prefetch_delay_total_s"], summary["idc_miss_read_delay_total_s"]) == (29.6, 0)
     # Idle while prefetching: 2 jobs x 8 GPUs x 14.8 s = 236.8 GPU-s; at 36/8 = 4.5 a GPU-hour.
     assert summary["data_idle_gpu_hours"] == pytest.approx(round(236.8 / 3600, 2))
     assert summary["data_idle_cost"] == pytest.approx(round(236.8 / 3600 * 4.5, 2))
@@ -81,6 +82,7 @@ def test_a_cached_dataset_costs_nothing_locally_and_a_miss_reads_from_the_object
     assert got["b"] == (2000.0, 2500.0, 0.0)
     summary = result.summary
     assert (summary["idc_cache_hits"], summary["idc_cache_misses"]) == (1, 1)
+    assert (summary["cloud_prefetch_delay_total_s"], summary["idc_miss_read_delay_total_s"]) == (0, 10.0)
     assert summary["data_idle_gpu_hours"] == pytest.approx(round(80 / 3600, 2))
     assert summary["data_idle_cost"] == 0  # the IDC's GPUs are owned
     assert summary["links"] == {} and summary["prefetches"] == 0

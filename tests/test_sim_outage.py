@@ -84,3 +84,37 @@ def test_overlapping_cuts_restore_the_link_when_the_last_one_ends(tmp_path: Path
     assert (p.prefetch_s, p.finished) == (110.0, 212.0)
     assert [text for _, text in sim.events if "restored" in text] == ["link to aliyun restored"]
     assert sim.meter["link_cut_clouds"].integral(sim.end) == 100.0
+
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+
+
+def test_the_default_example_has_no_outage_and_the_add_on_folder_has_its_own_simulation() -> None:
+    default = load_simulation([str(EXAMPLES / "hybrid-idc")])
+    assert list(default.simulations) == ["hybrid-idc"]
+    assert not any(default.scenarios[s].link_outages for s in default.simulations["hybrid-idc"].scenarios)
+    assert default.datasets and default.workloads["tidal-month"].datasets
+    both = load_simulation([str(EXAMPLES / "hybrid-idc"), str(EXAMPLES / "hybrid-idc-outages")])
+    outages = both.simulations["hybrid-idc-outages"]
+    assert [bool(both.scenarios[s].link_outages) for s in outages.scenarios] == [False, False, True, True]
+
+
+def test_a_failed_cloud_job_goes_back_to_its_home_queue_and_bursts_again_after_the_cut(tmp_path: Path) -> None:
+    # p (dev) overflows at 1, binds on the cloud node at 2, prefetches until 12 and works from 12. The
+    # cut at 50 (cloudPods: fail) restarts it without checkpoints: 38 s x 8 GPUs lost; it goes back to
+    # dev (at capability behind hog) until the link is back at 150, overflows again at 150, binds at
+    # 151 on the same node (the dataset is still there: no prefetch) and runs its 100 s: 151..251.
+    jobs = HOG + "p,u,vc1,8,8,1,COMPLETED,1,0,0,100,0\n"
+    outage = ", linkOutages: [{start: 50, durationSeconds: 100, cloudPods: fail}]"
+    folder = write_data_sim(tmp_path / "sim", jobs, scenario=outage)
+    (result,) = run_simulation(load_simulation([str(folder)]), workers=1)
+    p = next(j for j in result.simulation.jobs if j.name == "p")
+    assert (p.restarts, p.prefetch_s, p.finished, p.queue) == (1, 10.0, 251.0, "burst-cloud")
+    assert result.simulation.meter["lost_gpu_seconds"].value == 38 * 8
+    assert [(t, text) for t, text in result.simulation.events if text.startswith("p:")] == [
+        (1.0, "p: overflowed from dev to burst-cloud"),
+        (50.0, "p: lost its data path (link to aliyun cut); restarting"),
+        (50.0, "p: restarted (link outage)"),
+        (50.0, "p: back to dev (link cut)"),
+        (150.0, "p: overflowed from dev to burst-cloud"),
+    ]

@@ -200,6 +200,7 @@ class Simulation:
         burst = self.scenario.burst.queue
         if job.queue == burst and job.home_queue != burst and self.outages is not None and self.outages.blocks_burst:
             job.queue = job.home_queue  # a job restarted while the cloud is cut goes back home
+            self.events.append((self.clock.now(), f"{job.name}: back to {job.home_queue} (link cut)"))
         to_cloud = job.queue == burst
         data_nodes = self.data.data_nodes(job.dataset) if self.data is not None and to_cloud and job.dataset else ()
         weight = self.scenario.data_gravity.locality_weight
@@ -285,7 +286,8 @@ class Simulation:
         """The gang held its GPUs idle from placement until now, waiting for data."""
         waited = now - run.started_at
         run.job.prefetch_s += waited
-        self.meter["prefetch_seconds"].add(waited, now)
+        where = "cloud" if run.cloud_gpus else "idc"  # a cloud prefetch, or an IDC cache miss read
+        self.meter[f"prefetch_seconds/{where}"].add(waited, now)
         per_pod = run.job.gpus / max(len(run.nodes), 1)
         for node in run.nodes:
             self.meter[f"data_idle_gpu_seconds/{self.node_pool[node].name}"].add(per_pod * waited, now)

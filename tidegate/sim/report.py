@@ -48,6 +48,7 @@ ROWS: list[tuple[str, str, str]] = [
     ("jobs that waited for data", "prefetch_jobs", "int"),
     ("prefetch delay p95", "prefetch_delay_p95_s", "dur"),
     ("prefetch delay, all jobs", "prefetch_delay_total_s", "dur"),
+    ("  of which cloud prefetch", "cloud_prefetch_delay_total_s", "dur"),
     ("GPU-hours idle waiting for data", "data_idle_gpu_hours", "num"),
     ("cost of GPUs idle waiting for data", "data_idle_cost", "money"),
     ("link utilisation", "link_utilization", "pct"),

@@ -140,12 +140,15 @@ def data_summary(sim: Outcome, end: float) -> dict[str, Any]:
             "peak_transfers": int(transfers.peak) if transfers is not None else 0,
         }
     cut = meter.levels.get("link_cut_clouds")
+    cloud_wait, idc_wait = (meter.levels.get(f"prefetch_seconds/{where}") for where in ("cloud", "idc"))
     return {
         "prefetch_jobs": len(delays),
         "prefetch_delay_total_s": round(sum(delays.values()), 1),
         "prefetch_delay_p50_s": round(percentile(list(delays.values()), 50), 1),
         "prefetch_delay_p95_s": round(percentile(list(delays.values()), 95), 1),
         "prefetch_delay_by_job": {name: round(seconds, 1) for name, seconds in delays.items()},
+        "cloud_prefetch_delay_total_s": round(cloud_wait.value if cloud_wait is not None else 0.0, 1),
+        "idc_miss_read_delay_total_s": round(idc_wait.value if idc_wait is not None else 0.0, 1),
         "data_idle_gpu_hours": round(idle_s / 3600, 2),
         "data_idle_cost": round(idle_cost, 2),
         "prefetches": _count(sim, "prefetches"),
