@@ -5,7 +5,8 @@ fills the IDC for the first 3,000 s so that many land on the cloud) run on one I
 nodes behind a shared link, with data gravity and checkpoint uploads on, under random disruptions.
 At the end every submitted job is exactly one of: completed, failed with a reason, or still in the
 engine (pending in a queue, or placed); and since the run has no horizon and every disruption ends,
-none is left pending or placed either. Every job a disruption restarted has an event naming it.
+none is left pending or placed either. Every job a disruption restarted has an event naming it, and
+every job on the cloud or waiting to burst when the link is cut has an event at that instant.
 
 Disruptions are one strategy, `disruptions()`, turned into Scenario fields by `scenario_with()`: today
 link outages (`linkOutages`, both cloud-pod policies). To add another kind (e.g. spot interruptions),
@@ -45,7 +46,7 @@ BASE = load_simulation(
 
 job_rows = st.lists(
     st.tuples(
-        st.sampled_from(["vc1", "vc2"]),
+        st.sampled_from(["vc1", "vc2", "vc2"]),  # dev (may overflow), burst-cloud
         st.sampled_from([1, 2, 4, 8]),
         st.integers(0, 3000),  # submitted
         st.integers(1, 2500),  # duration
@@ -57,11 +58,12 @@ job_rows = st.lists(
 outages = st.lists(
     st.fixed_dictionaries(
         {
-            "start": st.integers(0, 3000),
+            "start": st.integers(0, 2500),
             "durationSeconds": st.integers(1, 2000),
             "cloudPods": st.sampled_from(["keepRunning", "fail"]),
         }
     ),
+    min_size=1,
     max_size=3,
 )
 
@@ -96,13 +98,27 @@ def with_jobs(inp: SimulationInput, rows: list[tuple[str, int, int, int]], folde
     )
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(rows=job_rows, drawn=disruptions())
 def test_no_job_is_ever_lost(rows: list[tuple[str, int, int, int]], drawn: dict[str, Any]) -> None:
     with tempfile.TemporaryDirectory() as folder:
         inp = with_jobs(BASE, rows, Path(folder))
         inp.scenarios = {"s": scenario_with(BASE.scenarios["s"], drawn)}
         sim, _ = build_simulation(inp, "s", "s")
+        touched: list[tuple[float, set[str]]] = []  # at each cut: jobs on cloud nodes or pending to burst
+        outages = sim.outages
+        if outages is not None:
+            cut = outages._cut
+
+            def watched_cut(*args: Any) -> None:
+                on_cloud = {r.job.name for r in sim.running.values() if any(sim.node_pool[n].is_cloud for n in r.nodes)}
+                bursting = {j.name for j in sim.pending.values() if j.queue == "burst-cloud"}
+                fresh = not any(outages.cut.values())
+                cut(*args)
+                if fresh:  # the link was up: every job on the cloud or waiting to burst is touched
+                    touched.append((sim.clock.now(), on_cloud | bursting))
+
+            outages._cut = watched_cut  # type: ignore[method-assign]
         sim.run()
     pending = {job.name for job in sim.pending.values()}
     running = {run.job.name for run in sim.running.values()}
@@ -112,6 +128,9 @@ def test_no_job_is_ever_lost(rows: list[tuple[str, int, int, int]], drawn: dict[
         assert sum(states) == 1, (job.name, states)
         if job.restarts:
             assert any(text.startswith(f"{job.name}: restarted") for _, text in sim.events)
+    for at, names in touched:  # nothing is touched silently
+        told = {text.split(":")[0] for t, text in sim.events if t == at}
+        assert names <= told, (at, names - told)
     # The run has no horizon and every disruption ends: nothing stays stuck either, and every
     # transfer has ended (or was cancelled with its pod).
     assert not pending and not running

@@ -118,3 +118,27 @@ def test_a_failed_cloud_job_goes_back_to_its_home_queue_and_bursts_again_after_t
         (50.0, "p: back to dev (link cut)"),
         (150.0, "p: overflowed from dev to burst-cloud"),
     ]
+
+
+def test_a_job_on_a_node_cordoned_for_scale_in_is_touched_by_the_cut_too(tmp_path: Path) -> None:
+    # p binds on the cloud node at 2; at 3 the node is cordoned to leave once p is done (drain-aware
+    # scale-in). The cut (5..105) still stalls p's prefetch and says so; the restore leaves the node
+    # cordoned; p's data arrives at 112, it runs to 212 and the node leaves with it.
+    jobs = HOG + "p,u,vc2,8,8,1,COMPLETED,2,0,0,100,0\n"
+    folder = write_data_sim(tmp_path / "sim", jobs, scenario=", linkOutages: [{start: 5, durationSeconds: 100}]")
+    sim, _ = build_simulation(load_simulation([str(folder)]), "s", "s")
+    pool = sim.pools["cloud-a100"]
+
+    def cordon_for_scale_in() -> None:
+        pool.draining.append(pool.nodes[0])
+        sim.core.set_schedulable(pool.nodes[0], False)
+
+    sim.clock.call_at(3, cordon_for_scale_in)
+    uncordoned: list[str] = []
+    set_schedulable = sim.core.set_schedulable
+    sim.core.set_schedulable = lambda node, on: (uncordoned.append(node) if on else None, set_schedulable(node, on))  # type: ignore[method-assign]
+    sim.run()
+    p = next(j for j in sim.jobs if j.name == "p")
+    assert (p.prefetch_s, p.finished) == (110.0, 212.0)
+    assert (5.0, "p: prefetch stalled (link to aliyun cut)") in sim.events
+    assert uncordoned == [] and pool.nodes == []

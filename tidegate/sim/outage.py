@@ -55,13 +55,14 @@ class LinkOutages:
         """Every cloud's link is cut: nothing can burst."""
         return bool(self.clouds) and all(self.cut[c] > 0 for c in self.clouds)
 
-    def _nodes(self, clusters: list[str]) -> list[tuple[Pool, str]]:
+    def _nodes(self, clusters: list[str], draining: bool) -> list[str]:
+        """The clusters' nodes, with or without those cordoned for scale-in (they stay cordoned)."""
         return [
-            (pool, node)
+            node
             for pool in self.sim.pools.values()
             if pool.cluster_name in clusters
             for node in pool.nodes
-            if node not in pool.draining
+            if draining or node not in pool.draining
         ]
 
     def _affected(self, text: str) -> None:
@@ -86,10 +87,9 @@ class LinkOutages:
             link = sim.links.get(cluster)
             if link is not None:
                 link.set_up(False)
-        cut_nodes = self._nodes(newly)
-        for _, node in cut_nodes:
+        for node in self._nodes(newly, draining=False):
             sim.core.set_schedulable(node, False)
-        on_cut = {node for _, node in cut_nodes}
+        on_cut = set(self._nodes(newly, draining=True))
         for run in list(sim.running.values()):
             if not any(node in on_cut for node in run.nodes):
                 continue
@@ -133,7 +133,7 @@ class LinkOutages:
             link = sim.links.get(cluster)
             if link is not None:
                 link.set_up(True)
-        for _, node in self._nodes(restored):
+        for node in self._nodes(restored, draining=False):
             sim.core.set_schedulable(node, True)
         sim.events.append((now, f"link to {', '.join(restored)} restored"))
         sim._want_cycle()
