@@ -232,9 +232,15 @@ def test_the_report_shows_prefetch_delay_idle_gpus_link_and_outages(tmp_path: Pa
     out.mkdir()
     summary = json.loads(write_summary(results, out).read_text())["runs"][0]
     assert summary["prefetch_delay_by_job"] == {"p": 110.0} and summary["link_outages"] == 1
+    assert summary["outage_events"] == [
+        [5.0, "link to aliyun cut for 100 s (cloud pods: keepRunning)"],
+        [5.0, "p: prefetch stalled (link to aliyun cut)"],
+        [105.0, "link to aliyun restored"],
+    ]
     page = write_html(results, out, "t").read_text()
     assert "Data gravity: link throughput and prefetch delays" in page
-    assert "GPU-hours idle waiting for data" in page and "p: prefetch stalled (link to aliyun cut)" in page
+    assert "Link outages (every job they touched)" in page
+    assert "GPU-hours idle for data" in page and "p: prefetch stalled (link to aliyun cut)" in page
     console = Console(record=True, width=200)
     console.print(summary_table(results))
     text = console.export_text()

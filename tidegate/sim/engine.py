@@ -80,6 +80,8 @@ class Outcome:
     jobs: list[SimJob]
     pools: dict[str, Pool]
     events: list[tuple[float, str]]
+    #: The link outages' events (cuts, restores, every job they touched), also among `events`.
+    outage_events: list[tuple[float, str]] = field(default_factory=list)
 
 
 def static_quotas(queues: list[Queue]) -> list[Queue]:
@@ -200,7 +202,7 @@ class Simulation:
         burst = self.scenario.burst.queue
         if job.queue == burst and job.home_queue != burst and self.outages is not None and self.outages.blocks_burst:
             job.queue = job.home_queue  # a job restarted while the cloud is cut goes back home
-            self.events.append((self.clock.now(), f"{job.name}: back to {job.home_queue} (link cut)"))
+            self.outages.log(f"{job.name}: back to {job.home_queue} (link cut)")
         to_cloud = job.queue == burst
         data_nodes = self.data.data_nodes(job.dataset) if self.data is not None and to_cloud and job.dataset else ()
         weight = self.scenario.data_gravity.locality_weight
@@ -510,7 +512,10 @@ class Simulation:
         self.meter[f"link_transfers/{cluster}"].set(transfers, now)
 
     def outcome(self) -> Outcome:
-        return Outcome(self.name, self.end, self.idc_gpus, self.meter, self.jobs, self.pools, self.events)
+        outage_events = self.outages.events if self.outages is not None else []
+        return Outcome(
+            self.name, self.end, self.idc_gpus, self.meter, self.jobs, self.pools, self.events, outage_events
+        )
 
     @property
     def idc_gpus(self) -> int:

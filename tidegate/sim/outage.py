@@ -38,6 +38,7 @@ class LinkOutages:
         self.outages = outages
         self.clouds = sorted({p.cluster_name for p in sim.pools.values() if p.is_cloud})
         self.cut: dict[str, int] = dict.fromkeys(self.clouds, 0)
+        self.events: list[tuple[float, str]] = []
 
     def schedule(self) -> None:
         clock = self.sim.clock
@@ -65,11 +66,15 @@ class LinkOutages:
             if draining or node not in pool.draining
         ]
 
+    def log(self, text: str) -> None:
+        """An outage event: in the run's events and in its list of outage events (never truncated)."""
+        event = (self.sim.clock.now(), text)
+        self.sim.events.append(event)
+        self.events.append(event)
+
     def _affected(self, text: str) -> None:
-        sim = self.sim
-        now = sim.clock.now()
-        sim.events.append((now, text))
-        sim.meter["outage_affected_jobs"].add(1, now)
+        self.log(text)
+        self.sim.meter["outage_affected_jobs"].add(1, self.sim.clock.now())
 
     def _cut(self, outage: LinkOutageSpec, clusters: list[str]) -> None:
         sim = self.sim
@@ -78,9 +83,7 @@ class LinkOutages:
         for cluster in clusters:
             self.cut[cluster] = self.cut.get(cluster, 0) + 1
         where = ", ".join(clusters)
-        sim.events.append(
-            (now, f"link to {where} cut for {outage.duration_seconds:g} s (cloud pods: {outage.cloud_pods})")
-        )
+        self.log(f"link to {where} cut for {outage.duration_seconds:g} s (cloud pods: {outage.cloud_pods})")
         sim.meter["link_outages"].add(1, now)
         sim.meter["link_cut_clouds"].add(len(newly), now)
         for cluster in newly:
@@ -135,5 +138,5 @@ class LinkOutages:
                 link.set_up(True)
         for node in self._nodes(restored, draining=False):
             sim.core.set_schedulable(node, True)
-        sim.events.append((now, f"link to {', '.join(restored)} restored"))
+        self.log(f"link to {', '.join(restored)} restored")
         sim._want_cycle()

@@ -49,10 +49,10 @@ ROWS: list[tuple[str, str, str]] = [
     ("prefetch delay p95", "prefetch_delay_p95_s", "dur"),
     ("prefetch delay, all jobs", "prefetch_delay_total_s", "dur"),
     ("  of which cloud prefetch", "cloud_prefetch_delay_total_s", "dur"),
-    ("GPU-hours idle waiting for data", "data_idle_gpu_hours", "num"),
-    ("cost of GPUs idle waiting for data", "data_idle_cost", "money"),
+    ("GPU-hours idle for data", "data_idle_gpu_hours", "num"),
+    ("cost of that idle time", "data_idle_cost", "money"),
     ("link utilisation", "link_utilization", "pct"),
-    ("jobs touched by link outages", "outage_affected_jobs", "int"),
+    ("jobs hit by link outages", "outage_affected_jobs", "int"),
 ]
 
 
@@ -179,7 +179,7 @@ def _figures(results: list[RunResult]) -> list[tuple[str, str]]:
 
 def _data_figures(results: list[RunResult]) -> list[tuple[str, str]]:
     """Each link's throughput over time, and the CDF of per-job prefetch delays (when modelled)."""
-    links = [(r, name) for r in results for name in r.summary.get("links", {})]
+    links = [(r, name) for r in results for name, link in r.summary.get("links", {}).items() if link["transferred_gb"]]
     delays = [(r, sorted(r.summary.get("prefetch_delay_by_job", {}).values())) for r in results]
     if not links and not any(d for _, d in delays):
         return []
@@ -203,7 +203,8 @@ def _data_figures(results: list[RunResult]) -> list[tuple[str, str]]:
         if values:
             delay_ax.plot(values, np.arange(1, len(values) + 1) / len(values), label=result.name, linewidth=0.9)
     delay_ax.set_title("prefetch delay per job (jobs that waited for data)", fontsize=9)
-    delay_ax.set_xlabel("seconds")
+    delay_ax.set_xscale("log")
+    delay_ax.set_xlabel("seconds (log)")
     delay_ax.set_ylabel("fraction of those jobs")
     for ax in (link_ax, delay_ax):
         if ax.get_legend_handles_labels()[0]:
@@ -224,6 +225,14 @@ def write_html(results: list[RunResult], out: Path, title: str) -> Path:
         f"<h2>{html.escape(name)}</h2><img src='data:image/png;base64,{data}' alt='{html.escape(name)}'>"
         for name, data in _figures(results)
     )
+    outages = "".join(
+        f"<h3>{html.escape(r.name)}</h3><pre>"
+        + html.escape("\n".join(f"{t / 3600:9.2f} h  {text}" for t, text in r.simulation.outage_events))
+        + "</pre>"
+        for r in results
+        if r.simulation.outage_events
+    )
+    outages = f"<h2>Link outages (every job they touched)</h2>{outages}" if outages else ""
     events = "".join(
         f"<h3>{html.escape(r.name)}</h3><pre>"
         + html.escape("\n".join(f"{t / 3600:9.2f} h  {text}" for t, text in r.simulation.events[:300]))
@@ -237,6 +246,6 @@ def write_html(results: list[RunResult], out: Path, title: str) -> Path:
         "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:4px 10px;text-align:right}"
         "td:first-child{text-align:left}img{max-width:100%}</style></head><body>"
         f"<h1>{html.escape(title)}</h1><table><tr><th></th>{head}</tr>{rows}</table>{figures}"
-        f"<h2>Events</h2>{events}</body></html>"
+        f"{outages}<h2>Events</h2>{events}</body></html>"
     )
     return path

@@ -163,6 +163,7 @@ def data_summary(sim: Outcome, end: float) -> dict[str, Any]:
         "link_outages": _count(sim, "link_outages"),
         "link_cut_s": round(cut.integral(end) if cut is not None else 0.0, 1),
         "outage_affected_jobs": _count(sim, "outage_affected_jobs"),
+        "outage_events": [[round(t, 1), text] for t, text in sim.outage_events],
     }
 
 
