@@ -97,6 +97,7 @@ def test_the_default_example_has_no_outage_and_the_add_on_folder_has_its_own_sim
     both = load_simulation([str(EXAMPLES / "hybrid-idc"), str(EXAMPLES / "hybrid-idc-outages")])
     outages = both.simulations["hybrid-idc-outages"]
     assert [bool(both.scenarios[s].link_outages) for s in outages.scenarios] == [False, False, True, True]
+    assert outages.until_seconds == both.simulations["hybrid-idc"].until_seconds  # the same month
 
 
 def test_a_failed_cloud_job_goes_back_to_its_home_queue_and_bursts_again_after_the_cut(tmp_path: Path) -> None:
