@@ -143,3 +143,19 @@ def test_a_job_on_a_node_cordoned_for_scale_in_is_touched_by_the_cut_too(tmp_pat
     assert (p.prefetch_s, p.finished) == (110.0, 212.0)
     assert (5.0, "p: prefetch stalled (link to aliyun cut)") in sim.events
     assert uncordoned == [] and pool.nodes == []
+
+
+def test_the_same_folder_gives_the_same_figures_and_events_twice(tmp_path: Path) -> None:
+    # Data gravity, checkpoint uploads and a failing cut over a dozen jobs: nothing depends on
+    # anything but the inputs (the link's rates, the cache, the outage order are all deterministic).
+    rows = "".join(
+        f"j{i},u,vc{1 + i % 2},{(1, 2, 4, 8)[i % 4]},4,1,COMPLETED,{i * 150},0,0,{400 + (i * 337) % 1500},0\n"
+        for i in range(12)
+    )
+    outage = ", linkOutages: [{start: 700, durationSeconds: 400, cloudPods: fail}]"
+    workload = {"checkpointEverySeconds": 300, "checkpointSize": "2G"}
+    folder = write_data_sim(tmp_path / "sim", HOG + rows, cloud_nodes=2, scenario=outage, workload=workload)
+    first, second = (run_simulation(load_simulation([str(folder)]), workers=1)[0] for _ in range(2))
+    assert first.summary == second.summary
+    assert first.simulation.events == second.simulation.events
+    assert first.summary["outage_affected_jobs"] > 0 and first.summary["prefetches"] > 0
