@@ -126,7 +126,9 @@ class Link:
                 transfer.timer.cancel()
                 transfer.timer = None
             if rate > 0:
-                transfer.timer = self.clock.call_at(now + transfer.remaining / rate, partial(self._finish, transfer))
+                # Under a byte left (floating point at a change that fell on its finish): it ends now.
+                when = now if transfer.remaining < 1.0 else now + transfer.remaining / rate
+                transfer.timer = self.clock.call_at(when, partial(self._finish, transfer))
         if self.on_rate is not None:
             self.on_rate(sum(rates), len(rates), now)
 
