@@ -272,3 +272,93 @@ def spot_folder(
     text = base + "---\n".join(yaml.safe_dump(doc) for doc in docs) + (f"---\n{template}" if template else "")
     spec = {"queueByVc": {"vc1": "dev", "vc2": "burst-cloud"}, **workload}
     return write_helios_sim(folder, text, jobs_csv, spec)
+
+
+def data_gravity_base(cloud_nodes: int, link: str, cache: str, datasets: dict[str, str], scenario: str) -> str:
+    """One 8-GPU IDC node (dev capped at 8 GPUs) with a dataset `cache`, `cloud_nodes` fixed 8-GPU cloud
+    nodes (no autoscaler; 36 a node-hour) behind `link`, the `datasets`, and one Scenario `s` that
+    bursts (after 300 s or at capability) with `scenario` fields added."""
+    docs = "".join(
+        f"---\napiVersion: tidegate.io/v1alpha1\nkind: Dataset\nmetadata: {{name: {name}}}\nspec: {{size: {size}}}\n"
+        for name, size in datasets.items()
+    )
+    return f"""apiVersion: scheduling.volcano.sh/v1beta1
+kind: Queue
+metadata: {{name: pool}}
+spec: {{weight: 1}}
+---
+apiVersion: scheduling.volcano.sh/v1beta1
+kind: Queue
+metadata: {{name: dev}}
+spec: {{weight: 1, parent: pool, capability: {{nvidia.com/gpu: "8"}}, deserved: {{nvidia.com/gpu: "8"}}}}
+---
+apiVersion: scheduling.volcano.sh/v1beta1
+kind: Queue
+metadata: {{name: burst-cloud}}
+spec: {{weight: 1, parent: pool, capability: {{nvidia.com/gpu: "16"}}}}
+---
+apiVersion: tidegate.io/v1alpha1
+kind: SchedulerConfiguration
+metadata: {{name: s}}
+actions: "enqueue, allocate, backfill"
+tiers:
+- plugins: [{{name: priority}}, {{name: gang}}]
+- plugins: [{{name: drf}}, {{name: predicates}}, {{name: capacity}}, {{name: nodeorder}}, {{name: binpack}}]
+---
+apiVersion: tidegate.io/v1alpha1
+kind: Cluster
+metadata: {{name: idc}}
+spec: {{type: idc, region: bj{", cache: " + cache if cache else ""}}}
+---
+apiVersion: tidegate.io/v1alpha1
+kind: Cluster
+metadata: {{name: aliyun}}
+spec: {{type: cloud, region: hz, provider: aliyun{", link: " + link if link else ""}}}
+---
+apiVersion: tidegate.io/v1alpha1
+kind: NodePool
+metadata: {{name: idc-a100}}
+spec: {{cluster: idc, count: 1, gpu: {{product: A100, count: 8, memoryMiB: 81920}}}}
+---
+apiVersion: tidegate.io/v1alpha1
+kind: NodePool
+metadata: {{name: cloud-a100}}
+spec:
+  cluster: aliyun
+  count: {cloud_nodes}
+  gpu: {{product: A100, count: 8, memoryMiB: 40960}}
+  pricing: {{model: on-demand, perHour: 36}}
+{docs}---
+apiVersion: tidegate.io/v1alpha1
+kind: Scenario
+metadata: {{name: s}}
+spec: {{quotas: elastic, burst: {{enabled: true, queue: burst-cloud, afterSeconds: 300}}{scenario}}}
+---
+apiVersion: tidegate.io/v1alpha1
+kind: Simulation
+metadata: {{name: s}}
+spec: {{workload: w, scenarios: [s]}}
+"""
+
+
+def write_data_sim(
+    folder: Path,
+    jobs_csv: str,
+    *,
+    cloud_nodes: int = 1,
+    link: str = "{bandwidthGbps: 10, perPodGbps: 8}",
+    cache: str = "",
+    datasets: dict[str, str] | None = None,
+    scenario: str = "",
+    workload: dict[str, object] | None = None,
+) -> Path:
+    """`data_gravity_base` with Helios-style jobs (vc1 in dev, vc2 in burst-cloud) all reading dataset `d`
+    (10 GB unless `datasets` says otherwise), plus `workload` fields."""
+    datasets = datasets if datasets is not None else {"d": "10G"}
+    spec: dict[str, object] = {
+        "queueByVc": {"vc1": "dev", "vc2": "burst-cloud"},
+        "datasets": [{"name": name} for name in datasets],
+        **(workload or {}),
+    }
+    base = data_gravity_base(cloud_nodes, link, cache, datasets, scenario)
+    return write_helios_sim(folder, base, jobs_csv, spec)

@@ -1,5 +1,7 @@
 """The discrete-event simulation of one scenario: arrivals, scheduling cycles, job completions,
 cloud burst (overflow to the burst queue) and the HPA-driven cloud pools, with cost and waits.
+Data gravity (`gravity.DataGravity`: prefetch, cache, checkpoint traffic over `link.Link`) and link
+outages (`outage.LinkOutages`) plug in through small hooks and cost nothing when not configured.
 
 Controllers run against a `Clock` (a `SimClock` here), so the same code can run in wall time.
 """
@@ -18,12 +20,17 @@ import numpy as np
 from tidegate.autoscale.hpa import HPAController, HPAControllerConfig, HPASpec, check_hpa, queue_metric_values
 from tidegate.clock import SimClock
 from tidegate.model.objects import JobAction, JobEvent, Queue
+from tidegate.model.quantity import parse_quantity
 from tidegate.model.resources import Resources
 from tidegate.scheduler.snapshot import Decisions
 from tidegate.sim.budget import Budget
 from tidegate.sim.core import Core
+from tidegate.sim.datasets import LruCache
 from tidegate.sim.fleet import Pool
+from tidegate.sim.gravity import DataGravity, Where, link_capacity, per_pod_cap
+from tidegate.sim.link import Link
 from tidegate.sim.meter import Meter
+from tidegate.sim.outage import LinkOutages
 from tidegate.sim.policies import FAILS, RESTARTS, JobPolicy
 from tidegate.sim.spec import ScenarioSpec, SimulationSpec
 from tidegate.sim.spot import Interruptions, grace_warning, prestop
@@ -45,6 +52,8 @@ class Running:
     cloud_gpus: float
     started_at: float
     timer: object = None
+    #: When the job's work began (its data had arrived); None while it waits for data.
+    work_started: float | None = None
 
 
 @dataclass(slots=True)
@@ -55,6 +64,14 @@ class Autoscaler:
     pool: Pool
     controller: HPAController
     warnings: list[str] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class DataInputs:
+    """What data gravity needs besides the pools: dataset sizes and a checkpoint's size, in bytes."""
+
+    sizes: dict[str, float] = field(default_factory=dict)
+    checkpoint_size: float = 0.0
 
 
 @dataclass(slots=True)
@@ -73,6 +90,8 @@ class Outcome:
     warnings: list[str] = field(default_factory=list)
     #: Budget queue changes (0 without a budget).
     budget_changes: int = 0
+    #: The link outages' events (cuts, restores, every job they touched), also among `events`.
+    outage_events: list[tuple[float, str]] = field(default_factory=list)
 
 
 def static_quotas(queues: list[Queue]) -> list[Queue]:
@@ -104,6 +123,7 @@ class Simulation:
         on_progress: Callable[[float], None] | None = None,
         interruptions: Mapping[str, Interruptions] | None = None,
         policy: JobPolicy | None = None,
+        data: DataInputs | None = None,
     ) -> None:
         self.name = name
         self.core = core
@@ -139,6 +159,9 @@ class Simulation:
         self._cycle_at: float | None = None
         self._last_cycle = -math.inf
         self.autoscalers: list[Autoscaler] = []
+        self.links: dict[str, Link] = {}
+        self.data = self._data_gravity(pools, data) if data is not None and scenario.data_gravity.enabled else None
+        self.outages = LinkOutages(self, scenario.link_outages) if scenario.link_outages else None
         burst = scenario.burst.enabled
         for spec in hpas:
             pool = next(
@@ -176,6 +199,8 @@ class Simulation:
         for name, interruptions in sorted(self.spot.items()):
             for when in interruptions.at_seconds:
                 clock.call_at(when, partial(self._notice_oldest, self.pools[name]), PRIORITY_RELEASE)
+        if self.outages is not None:
+            self.outages.schedule()
         horizon = self.sim.until_seconds or math.inf
         step = 6 * 3600.0
         while clock.peek() is not None and clock.now() < horizon and not self.done:
@@ -208,7 +233,14 @@ class Simulation:
             self.clock.call_at(deadline, self._want_cycle, PRIORITY_CYCLE)
 
     def _submit(self, job: SimJob) -> None:
-        group, pods = to_group(job, job.queue == self.scenario.burst.queue, job.restarts)
+        burst = self.scenario.burst.queue
+        if job.queue == burst and job.home_queue != burst and self.outages is not None and self.outages.blocks_burst:
+            job.queue = job.home_queue  # a job restarted while the cloud is cut goes back home
+            self.outages.log(f"{job.name}: back to {job.home_queue} (link cut)")
+        to_cloud = job.queue == burst
+        data_nodes = self.data.data_nodes(job.dataset) if self.data is not None and to_cloud and job.dataset else ()
+        weight = self.scenario.data_gravity.locality_weight
+        group, pods = to_group(job, to_cloud, job.restarts, data_nodes, weight)
         self.core.add_group(group, pods)
         self.pending[group.key] = job
         self.group_pods[group.key] = [pod.key for pod in pods]
@@ -260,8 +292,6 @@ class Simulation:
         if job.started is None:
             job.started = now
         run = Running(job, group_key, nodes, local, cloud, now)
-        remaining = job.record.duration_s - job.done_s
-        run.timer = self.clock.call_at(now + remaining, partial(self._finish, run), PRIORITY_RELEASE)
         self.running[group_key] = run
         for node in nodes:
             self.node_pods.setdefault(node, set()).add(group_key)
@@ -269,9 +299,41 @@ class Simulation:
         self.meter["cloud_gpus"].add(cloud, now)
         for node in nodes:
             self.meter[f"pool_gpus/{self.node_pool[node].name}"].add(per_pod, now)
+        if self.data is None or self.data.stage(group_key, job, nodes):
+            self._begin_work(run)
+
+    def _begin_work(self, run: Running) -> None:
+        """The job's data is there: its work runs from now until done (or a restart)."""
+        now = self.clock.now()
+        run.work_started = now
+        if now > run.started_at:
+            self._count_data_wait(run, now)
+        remaining = run.job.record.duration_s - run.job.done_s
+        run.timer = self.clock.call_at(now + remaining, partial(self._finish, run), PRIORITY_RELEASE)
+        if self.data is not None:
+            self.data.working(run.group_key, run.job, run.nodes)
+
+    def _data_ready(self, group_key: str) -> None:
+        run = self.running.get(group_key)
+        if run is not None and run.work_started is None:
+            self._begin_work(run)
+
+    def _count_data_wait(self, run: Running, now: float) -> None:
+        """The gang held its GPUs idle from placement until now, waiting for data."""
+        waited = now - run.started_at
+        run.job.prefetch_s += waited
+        where = "cloud" if run.cloud_gpus else "idc"  # a cloud prefetch, or an IDC cache miss read
+        self.meter[f"prefetch_seconds/{where}"].add(waited, now)
+        per_pod = run.job.gpus / max(len(run.nodes), 1)
+        for node in run.nodes:
+            self.meter[f"data_idle_gpu_seconds/{self.node_pool[node].name}"].add(per_pod * waited, now)
 
     def _release(self, run: Running) -> None:
         now = self.clock.now()
+        if self.data is not None:
+            if run.work_started is None:
+                self._count_data_wait(run, now)
+            self.data.release(run.group_key)
         self.running.pop(run.group_key, None)
         for node in run.nodes:
             self.node_pods.get(node, set()).discard(run.group_key)
@@ -309,10 +371,13 @@ class Simulation:
             timer.cancel()  # type: ignore[attr-defined]
             run.timer = None
         job = run.job
-        ran = stopped_at - run.started_at
+        start = run.work_started if run.work_started is not None else stopped_at  # still fetching data: no work yet
+        ran = max(stopped_at - start, 0.0)
         every = job.checkpoint_every_s
         periodic = math.floor(ran / every) * every if every > 0 else 0.0
         saved = min(ran if saved_all else periodic, job.record.duration_s - job.done_s)
+        if self.data is not None:
+            saved = self.data.restart_progress(run.group_key, job, saved)
         job.done_s += saved
         lost = (ran - saved) * job.gpus
         self.meter["lost_gpu_seconds"].add(lost, self.clock.now())
@@ -465,22 +530,28 @@ class Simulation:
     def _overflow(self, now: float) -> None:
         """Pending jobs that waited too long, or whose queue is at capability, move to the burst queue."""
         burst = self.scenario.burst
+        if self.outages is not None and self.outages.blocks_burst:
+            return
         moved = False
         for group_key, job in list(self.pending.items()):
             if job.pinned or job.queue == burst.queue:
                 continue
             if now - job.submitted < burst.after_seconds and "at capability" not in self.core.pending_reason(group_key):
                 continue
-            self.core.remove_group(group_key)
-            del self.pending[group_key]
-            for key in self.group_pods.pop(group_key, ()):
-                self.pod_group.pop(key, None)
-            job.queue = burst.queue
-            self._submit(job)
+            self._move(group_key, job, burst.queue)
             self.events.append((now, f"{job.name}: overflowed from {job.home_queue} to {burst.queue}"))
             moved = True
         if moved:
             self._want_cycle()
+
+    def _move(self, group_key: str, job: SimJob, queue: str) -> None:
+        """Resubmit a pending job to another queue (its PodGroup is recreated there)."""
+        self.core.remove_group(group_key)
+        del self.pending[group_key]
+        for key in self.group_pods.pop(group_key, ()):
+            self.pod_group.pop(key, None)
+        job.queue = queue
+        self._submit(job)
 
     # -- cloud pools ----------------------------------------------------------------------------------
     def pending_seconds(self) -> dict[str, float]:
@@ -510,6 +581,8 @@ class Simulation:
             result = scaler.controller.step(
                 now, pool.size, values, status_replicas=pool.size, ready_replicas=len(pool.nodes)
             )
+            if result.desired_replicas > pool.size and self.outages is not None and self.outages.is_cut(pool):
+                continue  # no new cloud capacity while the link is cut
             if result.desired_replicas != pool.size:
                 self.events.append(
                     (now, f"{pool.name}: {pool.size} -> {result.desired_replicas} nodes ({result.reason})")
@@ -563,6 +636,8 @@ class Simulation:
         self.core.add_nodes([node])
         if pool.name in self.spot:
             self._schedule_notice(pool, node.name)
+        if self.outages is not None and self.outages.is_cut(pool):
+            self.core.set_schedulable(node.name, False)
         if pool.is_cloud and pool.spec.count and self.clock.now() == 0.0:
             self.meter[f"billed_nodes/{pool.name}"].add(1, 0.0)
 
@@ -572,16 +647,70 @@ class Simulation:
             if run is not None:
                 self.terminating.discard(group_key)
                 self._evicted(run, f"node {node} removed")
+        if self.data is not None:
+            self.data.node_removed(node)
         pool.nodes.remove(node)
         if node in pool.draining:
             pool.draining.remove(node)
         self.core.remove_nodes([node])
         self.meter[f"billed_nodes/{pool.name}"].add(-1, self.clock.now())
 
+    # -- data gravity ---------------------------------------------------------------------------------
+    def _data_gravity(self, pools: list[Pool], data: DataInputs) -> DataGravity | None:
+        """The data model for these pools: the IDC clusters' caches and the cloud clusters' links.
+        None when there is nothing to model (no dataset read, no link)."""
+        caches: dict[str, LruCache] = {}
+        miss_read: dict[str, float] = {}
+        per_pod: dict[str, float] = {}
+        clusters = {p.cluster_name: p.cluster for p in pools}
+        for name, cluster in sorted(clusters.items()):
+            if cluster.cache is not None:
+                caches[name] = LruCache(float(parse_quantity(cluster.cache.capacity)))
+                if cluster.cache.miss_read_gbps:
+                    miss_read[name] = link_capacity(cluster.cache.miss_read_gbps)
+            if cluster.link is not None:
+                meter_link = partial(self._meter_link, name)
+                self.links[name] = Link(name, self.clock, link_capacity(cluster.link.bandwidth_gbps), meter_link)
+                per_pod[name] = per_pod_cap(cluster.link.per_pod_gbps)
+        reads_data = any(job.dataset for job in self.jobs)
+        if not self.links and not (caches and reads_data):
+            return None
+
+        def where(node: str) -> Where:
+            pool = self.node_pool[node]
+            return Where(pool.cluster_name, pool.is_cloud)
+
+        return DataGravity(
+            self.clock,
+            self.meter,
+            data.sizes,
+            caches,
+            miss_read,
+            self.links,
+            per_pod,
+            data.checkpoint_size,
+            where,
+            self._data_ready,
+        )
+
+    def _meter_link(self, cluster: str, rate: float, transfers: int, now: float) -> None:
+        self.meter[f"link_rate/{cluster}"].set(rate, now)
+        self.meter[f"link_transfers/{cluster}"].set(transfers, now)
+
     def outcome(self) -> Outcome:
         changes = self.budget.changes if self.budget else 0
+        outage_events = self.outages.events if self.outages is not None else []
         return Outcome(
-            self.name, self.end, self.idc_gpus, self.meter, self.jobs, self.pools, self.events, self.warnings, changes
+            self.name,
+            self.end,
+            self.idc_gpus,
+            self.meter,
+            self.jobs,
+            self.pools,
+            self.events,
+            self.warnings,
+            changes,
+            outage_events,
         )
 
     @property

@@ -18,6 +18,7 @@ from tidegate.sim.spec import (
     API_VERSION,
     SIM_KINDS,
     ClusterSpec,
+    DatasetSpec,
     NodePoolSpec,
     ScenarioSpec,
     SimulationSpec,
@@ -35,6 +36,7 @@ class SimulationInput:
     config: SchedulerConfiguration
     clusters: dict[str, ClusterSpec] = field(default_factory=dict)
     pools: dict[str, NodePoolSpec] = field(default_factory=dict)
+    datasets: dict[str, DatasetSpec] = field(default_factory=dict)
     workloads: dict[str, WorkloadSpec] = field(default_factory=dict)
     scenarios: dict[str, ScenarioSpec] = field(default_factory=dict)
     simulations: dict[str, SimulationSpec] = field(default_factory=dict)
@@ -59,6 +61,7 @@ def load_simulation(paths: list[str]) -> SimulationInput:
     tables: dict[str, dict[str, object]] = {
         "Cluster": sim.clusters,  # type: ignore[dict-item]
         "NodePool": sim.pools,  # type: ignore[dict-item]
+        "Dataset": sim.datasets,  # type: ignore[dict-item]
         "Workload": sim.workloads,  # type: ignore[dict-item]
         "Scenario": sim.scenarios,  # type: ignore[dict-item]
         "Simulation": sim.simulations,  # type: ignore[dict-item]
@@ -112,6 +115,11 @@ def _references(sim: SimulationInput) -> list[ManifestError]:
     def missing(kind: str, name: str, field_: str, message: str) -> None:
         out.append(ManifestError(sim.sources[(kind, name)], kind, name, field_, message))
 
+    for name, cluster in sim.clusters.items():
+        if cluster.cache is not None and cluster.type != "idc":
+            missing("Cluster", name, "spec.cache", "only an idc cluster has a dataset cache")
+        if cluster.link is not None and cluster.type != "cloud":
+            missing("Cluster", name, "spec.link", "only a cloud cluster has a link to the IDC")
     for name, pool in sim.pools.items():
         if pool.cluster not in sim.clusters:
             missing("NodePool", name, "spec.cluster", f"cluster {pool.cluster!r} is not defined")
@@ -124,6 +132,12 @@ def _references(sim: SimulationInput) -> list[ManifestError]:
         for vc, queue in workload.queue_by_vc.items():
             if queue not in queues:
                 missing("Workload", name, f"spec.queueByVc.{vc}", f"queue {queue!r} is not defined")
+        shares = [(f"spec.datasets[{i}].name", s.name) for i, s in enumerate(workload.datasets)]
+        for q, mix in enumerate(workload.queues):
+            shares += [(f"spec.queues[{q}].datasets[{i}].name", s.name) for i, s in enumerate(mix.datasets)]
+        for field_, dataset in shares:
+            if dataset not in sim.datasets:
+                missing("Workload", name, field_, f"dataset {dataset!r} is not defined")
         if workload.source != "synthetic" and not workload.path:
             missing("Workload", name, "spec.path", f"a {workload.source} workload needs the trace's path")
         elif workload.source != "synthetic" and not Path(workload.path).is_file():
@@ -134,6 +148,12 @@ def _references(sim: SimulationInput) -> list[ManifestError]:
     for name, scenario in sim.scenarios.items():
         if scenario.burst.enabled and scenario.burst.queue not in queues:
             missing("Scenario", name, "spec.burst.queue", f"queue {scenario.burst.queue!r} is not defined")
+        for i, outage in enumerate(scenario.link_outages):
+            target = sim.clusters.get(outage.cluster)
+            if outage.cluster and (target is None or target.type != "cloud"):
+                missing(
+                    "Scenario", name, f"spec.linkOutages[{i}].cluster", f"{outage.cluster!r} is not a cloud cluster"
+                )
     for name, simulation in sim.simulations.items():
         if simulation.workload not in sim.workloads:
             missing("Simulation", name, "spec.workload", f"workload {simulation.workload!r} is not defined")

@@ -55,6 +55,14 @@ ROWS: list[tuple[str, str, str]] = [
     ("jobs failed for good", "jobs_failed", "int"),
     ("GPU-hours kept by jobs that failed", "failed_jobs_gpu_hours", "num"),
     ("budget queue changes", "budget_changes", "int"),
+    ("jobs that waited for data", "prefetch_jobs", "int"),
+    ("prefetch delay p95", "prefetch_delay_p95_s", "dur"),
+    ("prefetch delay, all jobs", "prefetch_delay_total_s", "dur"),
+    ("  of which cloud prefetch", "cloud_prefetch_delay_total_s", "dur"),
+    ("GPU-hours idle for data", "data_idle_gpu_hours", "num"),
+    ("cost of that idle time", "data_idle_cost", "money"),
+    ("link utilisation", "link_utilization", "pct"),
+    ("jobs hit by link outages", "outage_affected_jobs", "int"),
 ]
 #: Events the report lists on their own, above the full event log (which overflows bury).
 NOTABLE = ("spot interruption", ": failed (", "budget:", "completed by policy")
@@ -177,7 +185,43 @@ def _figures(results: list[RunResult]) -> list[tuple[str, str]]:
     ax.set_xticks(range(len(shares)), labels, fontsize=7)
     ax.set_ylabel("% of the pool's GPU-hours allocated")
     figures.append(("Utilisation per pool", _png(fig)))
+    figures.extend(_data_figures(results))
     return figures
+
+
+def _data_figures(results: list[RunResult]) -> list[tuple[str, str]]:
+    """Each link's throughput over time, and the CDF of per-job prefetch delays (when modelled)."""
+    links = [(r, name) for r in results for name, link in r.summary.get("links", {}).items() if link["transferred_gb"]]
+    delays = [(r, sorted(r.summary.get("prefetch_delay_by_job", {}).values())) for r in results]
+    if not links and not any(d for _, d in delays):
+        return []
+    fig, (link_ax, delay_ax) = plt.subplots(1, 2, figsize=(11, 3.2))
+    for result, name in links:
+        sim, end = result.simulation, result.simulation.end
+        x, y = _step(sim.meter[f"link_rate/{name}"], end)
+        link_ax.plot(x, y * 8 / 1e9, label=f"{result.name} / {name}", linewidth=0.8)
+        cut = sim.meter.levels.get("link_cut_clouds")
+        if cut is not None:
+            start = None
+            for t, v in zip(cut.times, cut.values, strict=True):
+                if v > 0 and start is None:
+                    start = t
+                elif v == 0 and start is not None:
+                    link_ax.axvspan(start / DAY, t / DAY, color="red", alpha=0.15)
+                    start = None
+    link_ax.set_title("link throughput (Gbit/s; outages shaded)", fontsize=9)
+    link_ax.set_xlabel("day")
+    for result, values in delays:
+        if values:
+            delay_ax.plot(values, np.arange(1, len(values) + 1) / len(values), label=result.name, linewidth=0.9)
+    delay_ax.set_title("prefetch delay per job (jobs that waited for data)", fontsize=9)
+    delay_ax.set_xscale("log")
+    delay_ax.set_xlabel("seconds (log)")
+    delay_ax.set_ylabel("fraction of those jobs")
+    for ax in (link_ax, delay_ax):
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=7)
+    return [("Data gravity: link throughput and prefetch delays", _png(fig))]
 
 
 def write_html(results: list[RunResult], out: Path, title: str) -> Path:
@@ -205,6 +249,14 @@ def write_html(results: list[RunResult], out: Path, title: str) -> Path:
         + "</pre>"
         for r in results
     )
+    outages = "".join(
+        f"<h3>{html.escape(r.name)}</h3><pre>"
+        + html.escape("\n".join(f"{t / 3600:9.2f} h  {text}" for t, text in r.simulation.outage_events))
+        + "</pre>"
+        for r in results
+        if r.simulation.outage_events
+    )
+    outages = f"<h2>Link outages (every job they touched)</h2>{outages}" if outages else ""
     events = "".join(
         f"<h3>{html.escape(r.name)}</h3><pre>"
         + html.escape("\n".join(f"{t / 3600:9.2f} h  {text}" for t, text in r.simulation.events[:300]))
@@ -219,6 +271,6 @@ def write_html(results: list[RunResult], out: Path, title: str) -> Path:
         "td:first-child{text-align:left}img{max-width:100%}</style></head><body>"
         f"<h1>{html.escape(title)}</h1><table><tr><th></th>{head}</tr>{rows}</table>{figures}"
         f"<h2>Spot interruptions, jobs failed for good, budget actions, warnings</h2>{notable}"
-        f"<h2>Events</h2>{events}</body></html>"
+        f"{outages}<h2>Events</h2>{events}</body></html>"
     )
     return path

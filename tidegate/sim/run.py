@@ -15,11 +15,13 @@ from typing import Any
 import numpy as np
 
 from tidegate.model.objects import Queue
+from tidegate.model.quantity import parse_quantity
 from tidegate.model.resources import CPU, GPU_MEMORY, GPU_MILLI, GPU_NUMBER, MEMORY, NVIDIA_GPU
 from tidegate.scheduler.online import OnlineScheduler
 from tidegate.sim.core import Core
-from tidegate.sim.engine import Outcome, Simulation, static_quotas
+from tidegate.sim.engine import DataInputs, Outcome, Simulation, static_quotas
 from tidegate.sim.fleet import Pool
+from tidegate.sim.link import GBPS
 from tidegate.sim.loader import SimulationInput
 from tidegate.sim.policies import JobPolicy
 from tidegate.sim.spec import NodePoolSpec, ScenarioSpec, SimulationSpec
@@ -107,6 +109,7 @@ def summarise(name: str, sim: Outcome, window: float) -> dict[str, Any]:
         "failed_jobs_gpu_hours": round(sum(j.done_s * j.gpus for j in sim.jobs if j.failed_reason) / 3600, 1),
         "warnings": list(sim.warnings),
         "simulated_days": round(end / 86400, 2),
+        **data_summary(sim, end),
         "queues": {
             queue: {
                 "wait_p50_s": round(percentile(w, 50), 1),
@@ -118,6 +121,73 @@ def summarise(name: str, sim: Outcome, window: float) -> dict[str, Any]:
     }
 
 
+def _count(sim: Outcome, name: str) -> int:
+    level = sim.meter.levels.get(name)
+    return int(level.value) if level is not None else 0
+
+
+def data_summary(sim: Outcome, end: float) -> dict[str, Any]:
+    """Data gravity and link figures: prefetch delay (per job and total), GPU-hours held idle waiting
+    for data and what they cost at the pools' prices, the IDC cache, checkpoint traffic, each link's
+    utilisation (bytes moved / (capacity x run length)) and the outages. Zeros when not modelled."""
+    meter = sim.meter
+    delays = {j.name: j.prefetch_s for j in sim.jobs if j.prefetch_s > 0}
+    idle_s = idle_cost = 0.0
+    for pool in sim.pools.values():
+        level = meter.levels.get(f"data_idle_gpu_seconds/{pool.name}")
+        if level is None:
+            continue
+        idle_s += level.value
+        if pool.gpus_per_node:
+            idle_cost += level.value / 3600 * pool.spec.pricing.per_hour / pool.gpus_per_node
+    links: dict[str, dict[str, Any]] = {}
+    for pool in sorted(sim.pools.values(), key=lambda p: p.cluster_name):
+        link = pool.cluster.link
+        if link is None or pool.cluster_name in links:
+            continue
+        rate = meter.levels.get(f"link_rate/{pool.cluster_name}")
+        moved = rate.integral(end) if rate is not None else 0.0
+        transfers = meter.levels.get(f"link_transfers/{pool.cluster_name}")
+        links[pool.cluster_name] = {
+            "utilization": round(moved / (link.bandwidth_gbps * GBPS * end), 4),
+            "transferred_gb": round(moved / 1e9, 1),
+            "peak_transfers": int(transfers.peak) if transfers is not None else 0,
+        }
+    cut = meter.levels.get("link_cut_clouds")
+    cloud_wait, idc_wait = (meter.levels.get(f"prefetch_seconds/{where}") for where in ("cloud", "idc"))
+    return {
+        "prefetch_jobs": len(delays),
+        "prefetch_delay_total_s": round(sum(delays.values()), 1),
+        "prefetch_delay_p50_s": round(percentile(list(delays.values()), 50), 1),
+        "prefetch_delay_p95_s": round(percentile(list(delays.values()), 95), 1),
+        "prefetch_delay_by_job": {name: round(seconds, 1) for name, seconds in delays.items()},
+        "cloud_prefetch_delay_total_s": round(cloud_wait.value if cloud_wait is not None else 0.0, 1),
+        "idc_miss_read_delay_total_s": round(idc_wait.value if idc_wait is not None else 0.0, 1),
+        "data_idle_gpu_hours": round(idle_s / 3600, 2),
+        "data_idle_cost": round(idle_cost, 2),
+        "prefetches": _count(sim, "prefetches"),
+        "dataset_reuses": _count(sim, "dataset_reuses"),
+        "idc_cache_hits": _count(sim, "idc_cache_hits"),
+        "idc_cache_misses": _count(sim, "idc_cache_misses"),
+        "checkpoint_uploads": _count(sim, "checkpoint_uploads"),
+        "checkpoint_uploads_superseded": _count(sim, "checkpoint_uploads_superseded"),
+        "local_checkpoint_resumes": _count(sim, "local_resumes"),
+        "link_utilization": max((v["utilization"] for v in links.values()), default=0.0),
+        "links": links,
+        "link_outages": _count(sim, "link_outages"),
+        "link_cut_s": round(cut.integral(end) if cut is not None else 0.0, 1),
+        "outage_affected_jobs": _count(sim, "outage_affected_jobs"),
+        "outage_events": [[round(t, 1), text] for t, text in sim.outage_events],
+    }
+
+
+def data_inputs(inp: SimulationInput, workload_name: str) -> DataInputs:
+    """Dataset sizes and the workload's checkpoint size, in bytes."""
+    workload = inp.workloads[workload_name]
+    sizes = {name: float(parse_quantity(spec.size)) for name, spec in inp.datasets.items()}
+    return DataInputs(sizes, float(parse_quantity(workload.checkpoint_size)))
+
+
 def online_core(inp: SimulationInput, queues: list[Queue]) -> Core:
     """The default core: one long-lived session; resource columns for what workloads ask."""
     return OnlineScheduler([], queues, inp.config, resources=WORKLOAD_RESOURCES, report_waiting=False)
@@ -125,6 +195,38 @@ def online_core(inp: SimulationInput, queues: list[Queue]) -> Core:
 
 Progress = Callable[[str, float, float], None]
 CoreFactory = Callable[[SimulationInput, list[Queue]], Core]
+
+
+def build_simulation(
+    inp: SimulationInput,
+    name: str,
+    scenario_name: str,
+    core_factory: CoreFactory | None = None,
+    on_progress: Progress | None = None,
+) -> tuple[Simulation, float]:
+    """A scenario of the named Simulation ready to run on a fresh copy of its workload, and the
+    workload's span (the last submission)."""
+    spec = inp.simulations[name]
+    workload = inp.workloads[spec.workload]
+    records = trace_jobs(workload)
+    horizon = max((r.submit_s for r in records), default=0.0)
+    scenario = inp.scenarios[scenario_name]
+    queues = static_quotas(inp.queues) if scenario.quotas == "static" else list(inp.queues)
+    pools = [
+        Pool(pool_name, priced(pool, scenario), pool.cluster, inp.clusters[pool.cluster])
+        for pool_name, pool in inp.pools.items()
+    ]
+    jobs: list[SimJob] = sim_jobs(workload, records)
+    core = core_factory(inp, queues) if core_factory else online_core(inp, queues)
+    progress = (lambda t: on_progress(scenario_name, t, horizon)) if on_progress else None
+    policy = inp.policies.get(spec.workload, JobPolicy(checkpoint_s=workload.checkpoint_seconds))
+    hpas = copy.deepcopy(inp.hpas)
+    interruptions = scenario_interruptions(inp.interruptions, scenario)
+    data = data_inputs(inp, spec.workload)
+    sim = Simulation(
+        scenario_name, core, queues, pools, hpas, jobs, scenario, spec, progress, interruptions, policy, data
+    )
+    return sim, horizon
 
 
 def _spec(inp: SimulationInput, name: str | None) -> tuple[str, SimulationSpec]:
@@ -146,22 +248,7 @@ def run_scenario(
 ) -> RunResult:
     """One scenario of the named Simulation on a fresh copy of its workload."""
     spec = inp.simulations[name]
-    workload = inp.workloads[spec.workload]
-    records = trace_jobs(workload)
-    horizon = max((r.submit_s for r in records), default=0.0)
-    scenario = inp.scenarios[scenario_name]
-    queues = static_quotas(inp.queues) if scenario.quotas == "static" else list(inp.queues)
-    pools = [
-        Pool(pool_name, priced(pool, scenario), pool.cluster, inp.clusters[pool.cluster])
-        for pool_name, pool in inp.pools.items()
-    ]
-    jobs: list[SimJob] = sim_jobs(workload, records)
-    core = core_factory(inp, queues) if core_factory else online_core(inp, queues)
-    progress = (lambda t: on_progress(scenario_name, t, horizon)) if on_progress else None
-    policy = inp.policies.get(spec.workload, JobPolicy(checkpoint_s=workload.checkpoint_seconds))
-    hpas = copy.deepcopy(inp.hpas)
-    interruptions = scenario_interruptions(inp.interruptions, scenario)
-    sim = Simulation(scenario_name, core, queues, pools, hpas, jobs, scenario, spec, progress, interruptions, policy)
+    sim, horizon = build_simulation(inp, name, scenario_name, core_factory, on_progress)
     sim.run()
     outcome = sim.outcome()
     return RunResult(scenario_name, outcome, summarise(scenario_name, outcome, spec.until_seconds or horizon))

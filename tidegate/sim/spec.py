@@ -1,5 +1,5 @@
 """The simulation's own manifest kinds (apiVersion tidegate.io/v1alpha1): Cluster, NodePool,
-Workload, Scenario and Simulation. Kubernetes and Volcano kinds (Queue, SchedulerConfiguration,
+Dataset, Workload, Scenario and Simulation. Kubernetes and Volcano kinds (Queue, SchedulerConfiguration,
 HorizontalPodAutoscaler) are read by their own loaders.
 
 Validated with pydantic; every error is reported with file, document, kind/name and field.
@@ -15,7 +15,7 @@ from tidegate.model.errors import ManifestError, Source
 from tidegate.model.quantity import parse_quantity
 
 API_VERSION = "tidegate.io/v1alpha1"
-SIM_KINDS = ("Cluster", "NodePool", "Workload", "Scenario", "Simulation")
+SIM_KINDS = ("Cluster", "NodePool", "Dataset", "Workload", "Scenario", "Simulation")
 
 
 def _camel(name: str) -> str:
@@ -27,6 +27,35 @@ class Spec(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True, alias_generator=_camel)
 
 
+def _bytes(value: str) -> str:
+    """A Kubernetes quantity of bytes ("2Ti", "500G"), checked here so errors name the field."""
+    if parse_quantity(value, "quantity") < 0:
+        raise ValueError("must not be negative")
+    return value
+
+
+class CacheSpec(Spec):
+    """The IDC's dataset cache (Alluxio-like) in front of its object store: an LRU by dataset."""
+
+    capacity: str
+    #: A miss reads the dataset from the object store at this rate (Gbit/s) before the job runs;
+    #: unset: a miss is read through while the job runs (no delay), and still fills the cache.
+    miss_read_gbps: Annotated[float | None, Field(gt=0)] = None
+
+    @field_validator("capacity")
+    @classmethod
+    def _capacity(cls, value: str) -> str:
+        return _bytes(value)
+
+
+class LinkSpec(Spec):
+    """The cross-cloud link between the IDC and this cloud, shared by every transfer over it."""
+
+    bandwidth_gbps: Annotated[float, Field(gt=0)]
+    #: Each transfer's own limit (the prefetch initContainer's bandwidth cap); unset: none.
+    per_pod_gbps: Annotated[float | None, Field(gt=0)] = None
+
+
 class ClusterSpec(Spec):
     """An IDC or a cloud region; cloud nodes are Virtual-Kubelet-style virtual nodes."""
 
@@ -35,6 +64,28 @@ class ClusterSpec(Spec):
     provider: str = ""
     #: Round-trip latency to the IDC in ms; written on cloud nodes as annotation latency.ms.local-idc.
     latency_ms: float = 0.0
+    #: An IDC's dataset cache.
+    cache: CacheSpec | None = None
+    #: A cloud's link to the IDC; without one, cloud pods read their data at no cost.
+    link: LinkSpec | None = None
+
+
+class DatasetSpec(Spec):
+    """A dataset in the IDC's object store that jobs read (named by the pod annotation tidegate.io/dataset)."""
+
+    size: str
+
+    @field_validator("size")
+    @classmethod
+    def _size(cls, value: str) -> str:
+        return _bytes(value)
+
+
+class DatasetShare(Spec):
+    """How often a workload's jobs read a dataset (relative weight)."""
+
+    name: str
+    weight: Annotated[float, Field(gt=0)] = 1.0
 
 
 class GpuSpec(Spec):
@@ -110,6 +161,8 @@ class QueueMix(Spec):
     tide_shift_hours: float = 0.0
     #: Fraction of this queue's jobs that are sensitive: pinned to the IDC by nodeSelector.
     pinned_fraction: Annotated[float, Field(ge=0, le=1)] = 0.0
+    #: Datasets this queue's jobs read (by weight), instead of the workload's `datasets`.
+    datasets: list[DatasetShare] = Field(default_factory=list)
 
 
 class SyntheticSpec(Spec):
@@ -143,6 +196,15 @@ class WorkloadSpec(Spec):
     #: A Volcano Job (batch.volcano.sh/v1alpha1) in the folder whose spec.policies, task policies,
     #: maxRetry and pod terminationGracePeriodSeconds every job of this workload follows.
     job_template: str = ""
+    #: Bytes of one checkpoint; a cloud job uploads each one over its link ("0": not modelled).
+    checkpoint_size: str = "0"
+    #: Datasets the jobs read, each job one, drawn by weight (seeded by synthetic.seed).
+    datasets: list[DatasetShare] = Field(default_factory=list)
+
+    @field_validator("checkpoint_size")
+    @classmethod
+    def _checkpoint_size(cls, value: str) -> str:
+        return _bytes(value)
 
 
 class BurstSpec(Spec):
@@ -174,6 +236,26 @@ class BudgetSpec(Spec):
     thresholds: Annotated[list[BudgetThreshold], Field(min_length=1)]
 
 
+class LinkOutageSpec(Spec):
+    """A window during which the IDC<->cloud link is cut."""
+
+    start: Annotated[float, Field(ge=0)]
+    duration_seconds: Annotated[float, Field(gt=0)]
+    #: The cloud cluster whose link is cut; "" cuts every cloud's link.
+    cluster: str = ""
+    #: What running cloud pods do: keepRunning (checkpoints stay local until the link is back) or
+    #: fail (the job restarts from its last uploaded checkpoint, like an evicted job).
+    cloud_pods: Literal["keepRunning", "fail"] = "keepRunning"
+
+
+class DataGravitySpec(Spec):
+    """Datasets, the IDC cache, prefetch and checkpoint traffic over the link (on by default)."""
+
+    enabled: bool = True
+    #: Preferred-affinity weight (0..100) for cloud nodes that already hold a burst job's dataset.
+    locality_weight: Annotated[int, Field(ge=0, le=100)] = 50
+
+
 class ScenarioSpec(Spec):
     description: str = ""
     #: static: capability = deserved, nothing lent; elastic: borrow up to capability, reclaim.
@@ -187,6 +269,8 @@ class ScenarioSpec(Spec):
     #: Overrides every interrupting spot pool's rate (interruptions per node-hour), for what-ifs.
     interruption_rate_per_hour: Annotated[float | None, Field(ge=0)] = None
     budget: BudgetSpec | None = None
+    data_gravity: DataGravitySpec = Field(default_factory=DataGravitySpec)
+    link_outages: list[LinkOutageSpec] = Field(default_factory=list)
 
 
 class SimulationSpec(Spec):
@@ -202,6 +286,7 @@ class SimulationSpec(Spec):
 SPEC_TYPES: dict[str, type[Spec]] = {
     "Cluster": ClusterSpec,
     "NodePool": NodePoolSpec,
+    "Dataset": DatasetSpec,
     "Workload": WorkloadSpec,
     "Scenario": ScenarioSpec,
     "Simulation": SimulationSpec,

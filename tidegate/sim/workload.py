@@ -3,7 +3,9 @@
 Each job is a gang of identical pods (minMember = pods) in a queue, preferring IDC nodes
 (PodGroup-level preferred affinity). A job that overflows to the burst queue also tolerates the
 cloud taint: placement prefers local and tolerates cloud. A sensitive job is pinned to the IDC by
-nodeSelector and never bursts.
+nodeSelector and never bursts. A job reading a dataset carries the annotation tidegate.io/dataset;
+once it may burst, it also prefers the cloud nodes that already hold that dataset (data locality,
+scored by the nodeorder plugin like any preferred node affinity).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from tidegate.model.objects import (
     PreferredSchedulingTerm,
 )
 from tidegate.model.resources import CPU, GPU_MILLI, MEMORY, NVIDIA_GPU, Resources
+from tidegate.sim.datasets import DATASET_ANNOTATION, assign_datasets
 from tidegate.sim.fleet import CLOUD_TOLERATION, IDC
 from tidegate.sim.spec import WorkloadSpec
 from tidegate.traces.helios import read_helios_jobs
@@ -43,6 +46,7 @@ PREFER_IDC = NodeAffinity(
     )
 )
 PIN_TO_IDC = {NODE_TYPE_LABEL: IDC}
+HOSTNAME_LABEL = "kubernetes.io/hostname"
 
 
 @dataclass(slots=True)
@@ -65,6 +69,10 @@ class SimJob:
     checkpoint_every_s: float = 0.0
     #: Queue the job was first submitted to (it may overflow to the burst queue).
     home_queue: str = ""
+    #: The dataset the job reads ("" for none): its pods' tidegate.io/dataset annotation.
+    dataset: str = ""
+    #: Seconds the job held its GPUs waiting for data (prefetch, object-store read), over all attempts.
+    prefetch_s: float = 0.0
 
     @property
     def name(self) -> str:
@@ -138,13 +146,18 @@ def sim_jobs(spec: WorkloadSpec, records: list[TraceJob]) -> list[SimJob]:
     """Records placed in queues, with the sensitive share pinned to the IDC (seeded, deterministic)."""
     rng = np.random.default_rng(spec.synthetic.seed + 7)
     pinned_by_queue = {m.name: m.pinned_fraction for m in spec.queues}
-    out = []
+    queues = []
     for record in records:
         queue = spec.queue_by_vc.get(record.queue) or (record.queue if record.queue in pinned_by_queue else "")
-        queue = queue or spec.default_queue
+        queues.append(queue or spec.default_queue)
+    by_queue = {m.name: m.datasets for m in spec.queues if m.datasets}
+    datasets = assign_datasets(queues, spec.datasets, by_queue, spec.synthetic.seed + 11)
+    out = []
+    for record, queue, dataset in zip(records, queues, datasets, strict=True):
         pinned = bool(rng.random() < pinned_by_queue.get(queue, 0.0))
         job = SimJob(record, queue, pinned, record.submit_s, home_queue=queue)
         job.checkpoint_every_s = spec.checkpoint_every_seconds
+        job.dataset = dataset
         out.append(job)
     return out
 
@@ -158,9 +171,20 @@ def pod_requests(record: TraceJob) -> Resources:
     return Resources(values)
 
 
-def to_group(job: SimJob, tolerate_cloud: bool, attempt: int = 0) -> tuple[PodGroup, list[Pod]]:
+def prefer_idc_and(nodes: tuple[str, ...], weight: int) -> NodeAffinity:
+    """IDC nodes first (weight 100), then these nodes (by hostname) with `weight`."""
+    if not nodes or weight <= 0:
+        return PREFER_IDC
+    data = NodeSelectorTerm((NodeSelectorRequirement(HOSTNAME_LABEL, "In", nodes),))
+    return NodeAffinity(preferred=(*PREFER_IDC.preferred, PreferredSchedulingTerm(weight, data)))
+
+
+def to_group(
+    job: SimJob, tolerate_cloud: bool, attempt: int = 0, data_nodes: tuple[str, ...] = (), locality_weight: int = 0
+) -> tuple[PodGroup, list[Pod]]:
     """The job's PodGroup and pods, as Volcano's job controller would create them. Only a job sent
-    to the burst queue tolerates the cloud taint; a pinned job never does."""
+    to the burst queue tolerates the cloud taint; a pinned job never does. A job that may burst also
+    prefers `data_nodes` (cloud nodes already holding its dataset) with `locality_weight`."""
     record = job.record
     name = f"{record.job_id}-r{attempt}" if attempt else record.job_id
     requests = pod_requests(record)
@@ -173,12 +197,15 @@ def to_group(job: SimJob, tolerate_cloud: bool, attempt: int = 0) -> tuple[PodGr
     )
     selector = PIN_TO_IDC if job.pinned else {}
     tolerations = (CLOUD_TOLERATION,) if tolerate_cloud and not job.pinned else ()
+    affinity = prefer_idc_and(data_nodes, locality_weight) if tolerations else PREFER_IDC
+    annotations = {DATASET_ANNOTATION: job.dataset} if job.dataset else {}
     pods = [
         Pod(
             name=f"{name}-{i}",
             requests=requests,
             node_selector=selector,
-            affinity=PREFER_IDC,
+            annotations=annotations,
+            affinity=affinity,
             tolerations=tolerations,
             group=name,
             task="worker",
