@@ -9,7 +9,7 @@ none is left pending or placed either. Every job a disruption restarted has an e
 every job on the cloud or waiting to burst when the link is cut has an event at that instant.
 
 Disruptions are one strategy, `disruptions()`, turned into Scenario fields by `scenario_with()`: today
-link outages (`linkOutages`, both cloud-pod policies). To add another kind (e.g. spot interruptions),
+link outages (`linkOutages`, both cloud-pod policies) and spot notices to the cloud pool. To add another kind,
 add a key to the dictionary `disruptions()` draws and map it to its Scenario (or pool) field in
 `scenario_with()`; the property needs no other change.
 """
@@ -27,6 +27,7 @@ from sim_builders import HELIOS_HEADER, write_data_sim
 from tidegate.sim.loader import SimulationInput, load_simulation
 from tidegate.sim.run import build_simulation
 from tidegate.sim.spec import ScenarioSpec
+from tidegate.sim.spot import Interruptions
 
 BASE_DIR = Path(tempfile.mkdtemp(prefix="tidegate-no-job-lost-"))
 BASE = load_simulation(
@@ -70,7 +71,8 @@ outages = st.lists(
 
 def disruptions() -> st.SearchStrategy[dict[str, Any]]:
     """What can go wrong during a run; one key per kind of disruption (see the module docstring)."""
-    return st.fixed_dictionaries({"link_outages": outages})
+    notices = st.lists(st.floats(min_value=0, max_value=20_000, allow_nan=False), max_size=3)
+    return st.fixed_dictionaries({"link_outages": outages, "spot_notices": notices})
 
 
 def scenario_with(base: ScenarioSpec, drawn: dict[str, Any]) -> ScenarioSpec:
@@ -104,6 +106,9 @@ def test_no_job_is_ever_lost(rows: list[tuple[str, int, int, int]], drawn: dict[
     with tempfile.TemporaryDirectory() as folder:
         inp = with_jobs(BASE, rows, Path(folder))
         inp.scenarios = {"s": scenario_with(BASE.scenarios["s"], drawn)}
+        # spot notices at the drawn instants to the cloud pool's oldest node (AWS's 120 s notice)
+        notices = tuple(sorted(drawn["spot_notices"]))
+        inp.interruptions = {"cloud-a100": Interruptions(0.0, 120.0, "aws", at_seconds=notices)} if notices else {}
         sim, _ = build_simulation(inp, "s", "s")
         touched: list[tuple[float, set[str]]] = []  # at each cut: jobs on cloud nodes or pending to burst
         outages = sim.outages
@@ -136,4 +141,5 @@ def test_no_job_is_ever_lost(rows: list[tuple[str, int, int, int]], drawn: dict[
     assert not pending and not running
     assert all(not link.active for link in sim.links.values())
     event(f"restarts: {min(sum(j.restarts for j in sim.jobs), 3)}")
+    event(f"spot notices: {len(notices)}")
     event(f"jobs touched by an outage: {min(int(sim.meter['outage_affected_jobs'].value), 3)}")
