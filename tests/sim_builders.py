@@ -7,8 +7,9 @@ from pathlib import Path
 import yaml
 
 
-def scheduler_and_idc(actions: str) -> str:
-    """The scheduler configuration (capacity queues) and the IDC cluster both test folders use."""
+def scheduler_and_idc(actions: str, cache: str = "") -> str:
+    """The scheduler configuration (capacity queues) and the IDC cluster (with its dataset `cache`, if
+    any) the test folders use."""
     return f"""apiVersion: tidegate.io/v1alpha1
 kind: SchedulerConfiguration
 metadata: {{name: s}}
@@ -20,7 +21,7 @@ tiers:
 apiVersion: tidegate.io/v1alpha1
 kind: Cluster
 metadata: {{name: idc}}
-spec: {{type: idc, region: bj}}
+spec: {{type: idc, region: bj{", cache: " + cache if cache else ""}}}
 """
 
 
@@ -297,19 +298,7 @@ kind: Queue
 metadata: {{name: burst-cloud}}
 spec: {{weight: 1, parent: pool, capability: {{nvidia.com/gpu: "16"}}}}
 ---
-apiVersion: tidegate.io/v1alpha1
-kind: SchedulerConfiguration
-metadata: {{name: s}}
-actions: "enqueue, allocate, backfill"
-tiers:
-- plugins: [{{name: priority}}, {{name: gang}}]
-- plugins: [{{name: drf}}, {{name: predicates}}, {{name: capacity}}, {{name: nodeorder}}, {{name: binpack}}]
----
-apiVersion: tidegate.io/v1alpha1
-kind: Cluster
-metadata: {{name: idc}}
-spec: {{type: idc, region: bj{", cache: " + cache if cache else ""}}}
----
+{scheduler_and_idc("enqueue, allocate, backfill", cache)}---
 apiVersion: tidegate.io/v1alpha1
 kind: Cluster
 metadata: {{name: aliyun}}
