@@ -222,13 +222,16 @@ def test_on_demand_pricing_and_interruptions_off_compare_with_spot(tmp_path: Pat
     assert node.pricing.model == "on-demand" and node.interruption is None
 
 
+#: Eight 8-GPU burst jobs, one every 10 minutes, of 1 to 1.6 hours.
+EIGHT_BURST_JOBS = "".join(f"j{i},u,vc2,8,8,1,COMPLETED,{i * 600},0,0,{3600 + 300 * i},0\n" for i in range(8))
+
+
 def test_random_interruptions_are_seeded_and_repeat(tmp_path: Path) -> None:
     # 1 interruption per node-hour on 2 cloud nodes: every burst job is interrupted now and then, and
     # the same seed gives the same run.
-    rows = [f"j{i},u,vc2,8,8,1,COMPLETED,{i * 600},0,0,{3600 + 300 * i},0" for i in range(8)]
     folder = spot_folder(
         tmp_path / "sim",
-        "\n".join(rows) + "\n",
+        EIGHT_BURST_JOBS,
         cloud_nodes=2,
         interruption={"ratePerHour": 1.0},
         workload={"checkpointEverySeconds": 600, "checkpointSeconds": 30},
@@ -240,10 +243,9 @@ def test_random_interruptions_are_seeded_and_repeat(tmp_path: Path) -> None:
 
 
 def test_a_scenario_can_override_the_interruption_rate(tmp_path: Path) -> None:
-    rows = [f"j{i},u,vc2,8,8,1,COMPLETED,{i * 600},0,0,{3600 + 300 * i},0" for i in range(8)]
     folder = spot_folder(
         tmp_path / "sim",
-        "\n".join(rows) + "\n",
+        EIGHT_BURST_JOBS,
         cloud_nodes=2,
         interruption={"ratePerHour": 0.0},
         workload={"checkpointEverySeconds": 600},

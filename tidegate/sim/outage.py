@@ -56,6 +56,16 @@ class LinkOutages:
         """Every cloud's link is cut: nothing can burst."""
         return bool(self.clouds) and all(self.cut[c] > 0 for c in self.clouds)
 
+    def _set_up(self, clusters: list[str], up: bool) -> None:
+        """Bring the clusters' links and (non-draining) nodes up or down together."""
+        sim = self.sim
+        for cluster in clusters:
+            link = sim.links.get(cluster)
+            if link is not None:
+                link.set_up(up)
+        for node in self._nodes(clusters, draining=False):
+            sim.core.set_schedulable(node, up)
+
     def _nodes(self, clusters: list[str], draining: bool) -> list[str]:
         """The clusters' nodes, with or without those cordoned for scale-in (they stay cordoned)."""
         return [
@@ -86,12 +96,7 @@ class LinkOutages:
         self.log(f"link to {where} cut for {outage.duration_seconds:g} s (cloud pods: {outage.cloud_pods})")
         sim.meter["link_outages"].add(1, now)
         sim.meter["link_cut_clouds"].add(len(newly), now)
-        for cluster in newly:
-            link = sim.links.get(cluster)
-            if link is not None:
-                link.set_up(False)
-        for node in self._nodes(newly, draining=False):
-            sim.core.set_schedulable(node, False)
+        self._set_up(newly, False)
         on_cut = set(self._nodes(newly, draining=True))
         for run in list(sim.running.values()):
             if not any(node in on_cut for node in run.nodes):
@@ -132,11 +137,6 @@ class LinkOutages:
         sim.meter["link_cut_clouds"].add(-len(restored), now)
         if not restored:
             return
-        for cluster in restored:
-            link = sim.links.get(cluster)
-            if link is not None:
-                link.set_up(True)
-        for node in self._nodes(restored, draining=False):
-            sim.core.set_schedulable(node, True)
+        self._set_up(restored, True)
         self.log(f"link to {', '.join(restored)} restored")
         sim._want_cycle()
