@@ -23,7 +23,7 @@ $(STAMP): pyproject.toml | $(BIN)/python
 demo: $(RUN_STAMP)
 	$(BIN)/tidegate simulate examples/hybrid-idc/ --out out/
 
-# The same month with spot vs on-demand, interruptions off or stressed, and a cloud budget.
+# The burst month with every mechanism on, on demand, and with each mechanism off in turn.
 demo-mechanisms: $(RUN_STAMP)
 	$(BIN)/tidegate simulate examples/hybrid-idc/ examples/hybrid-idc-mechanisms/ --name hybrid-idc-mechanisms --out out/mechanisms/
 

@@ -168,3 +168,34 @@ def test_a_trace_or_tide_file_that_does_not_exist_is_named_with_its_manifest_and
     (error,) = info.value.errors
     assert (error.name, error.field) == ("w", "spec.synthetic.tideFrom[0]")
     assert error.message == f"file {folder / 'nowhere.csv'} does not exist"
+
+
+def scenario(name: str, spec: str) -> str:
+    return f"---\napiVersion: tidegate.io/v1alpha1\nkind: Scenario\nmetadata: {{name: {name}}}\nspec: {spec}\n"
+
+
+def test_a_scenario_based_on_another_starts_from_its_spec(tmp_path: Path) -> None:
+    folder = write_sim(tmp_path / "sim", TWO_JOBS, ["idc-only"])
+    (folder / "more.yaml").write_text(
+        scenario("c", "{basedOn: b, interruptionRatePerHour: 0.5}")
+        + scenario("b", "{basedOn: burst, description: b's, interruptions: false, burst: {enabled: false}}")
+    )
+    sim = load_simulation([str(folder)])
+    burst, b, c = sim.scenarios["burst"], sim.scenarios["b"], sim.scenarios["c"]
+    assert b == burst.model_copy(update={"description": "b's", "interruptions": False, "burst": b.burst})
+    assert not b.burst.enabled and burst.burst.enabled  # a key replaces the base's whole value
+    assert c == b.model_copy(update={"description": "", "interruption_rate_per_hour": 0.5})  # a chain; no description
+
+
+def test_an_unknown_or_circular_base_is_an_error_on_spec_based_on(tmp_path: Path) -> None:
+    folder = write_sim(tmp_path / "sim", TWO_JOBS, ["idc-only"])
+    (folder / "more.yaml").write_text(
+        scenario("x", "{basedOn: nowhere}") + scenario("y", "{basedOn: z}") + scenario("z", "{basedOn: y}")
+    )
+    with pytest.raises(ManifestErrors) as info:
+        load_simulation([str(folder)])
+    errors = {(e.kind, e.name, e.field): e.message for e in info.value.errors}
+    assert errors == {
+        ("Scenario", "x", "spec.basedOn"): "'nowhere' is not a Scenario",
+        ("Scenario", "z", "spec.basedOn"): "'y' is based on 'z': a cycle",
+    }

@@ -89,15 +89,26 @@ def test_overlapping_cuts_restore_the_link_when_the_last_one_ends(tmp_path: Path
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
 
-def test_the_default_example_has_no_outage_and_the_add_on_folder_has_its_own_simulation() -> None:
+def test_the_mechanisms_folder_turns_each_mechanism_off_in_turn() -> None:
     default = load_simulation([str(EXAMPLES / "hybrid-idc")])
     assert list(default.simulations) == ["hybrid-idc"]
     assert not any(default.scenarios[s].link_outages for s in default.simulations["hybrid-idc"].scenarios)
     assert default.datasets and default.workloads["tidal-month"].datasets
-    both = load_simulation([str(EXAMPLES / "hybrid-idc"), str(EXAMPLES / "hybrid-idc-outages")])
-    outages = both.simulations["hybrid-idc-outages"]
-    assert [bool(both.scenarios[s].link_outages) for s in outages.scenarios] == [False, False, True, True]
-    assert outages.until_seconds == both.simulations["hybrid-idc"].until_seconds  # the same month
+    both = load_simulation([str(EXAMPLES / "hybrid-idc"), str(EXAMPLES / "hybrid-idc-mechanisms")])
+    mechanisms = both.simulations["hybrid-idc-mechanisms"]
+    assert mechanisms.until_seconds == both.simulations["hybrid-idc"].until_seconds  # the same month
+    all_on = both.scenarios["all-on"]
+    assert all_on.interruptions and all_on.data_gravity.enabled and all_on.link_outages and all_on.budget
+    off = {
+        "on-demand": {"cloud_pricing": "on-demand"},
+        "no-interruptions": {"interruptions": False},
+        "no-data-gravity": {"data_gravity": all_on.data_gravity.model_copy(update={"enabled": False})},
+        "no-link-cuts": {"link_outages": []},
+        "no-budget": {"budget": None},
+    }
+    for name, changed in off.items():
+        expected = all_on.model_copy(update={**changed, "description": both.scenarios[name].description})
+        assert both.scenarios[name] == expected, name
 
 
 def test_a_failed_cloud_job_goes_back_to_its_home_queue_and_bursts_again_after_the_cut(tmp_path: Path) -> None:

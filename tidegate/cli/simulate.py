@@ -56,7 +56,10 @@ def simulate(
             raise typer.Exit(1) from exc
         for task in tasks.values():
             progress.update(task, completed=progress.tasks[task].total)
-    console.print(summary_table(results))
+    table = summary_table(results)
+    if not console.is_terminal:  # a pipe or a log: as wide as the table needs, not rich's 80 columns
+        console.width = max(console.width, console.measure(table, options=console.options.update_width(500)).maximum)
+    console.print(table)
     summary = write_summary(results, out)
     report = write_html(results, out, f"tidegate simulate {' '.join(paths)}")
     console.print(f"wrote {summary} and {report}", highlight=False)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from tidegate.autoscale.hpa import HPASpec
 from tidegate.autoscale.hpa_manifest import parse_hpa
@@ -23,6 +24,7 @@ from tidegate.sim.spec import (
     ScenarioSpec,
     SimulationSpec,
     WorkloadSpec,
+    document_name,
     parse_spec,
 )
 from tidegate.sim.spot import InterruptionError, Interruptions, grace_warning, resolve_interruptions
@@ -66,6 +68,21 @@ def load_simulation(paths: list[str]) -> SimulationInput:
         "Scenario": sim.scenarios,  # type: ignore[dict-item]
         "Simulation": sim.simulations,  # type: ignore[dict-item]
     }
+
+    def register(kind: str, doc: dict[str, Any], source: Source) -> None:
+        parsed = parse_spec(kind, doc, source)
+        if isinstance(parsed, list):
+            errors.extend(parsed)
+            return
+        name, spec = parsed
+        if isinstance(spec, WorkloadSpec):
+            spec = _relative_to(spec, source)
+        if name in tables[kind]:
+            errors.append(ManifestError(source, kind, name, "metadata.name", f"duplicate {kind} name"))
+        tables[kind][name] = spec
+        sim.sources[(kind, name)] = source
+
+    scenarios: list[tuple[Source, dict[str, Any]]] = []
     for source, doc in ms.other_documents:
         kind, api_version = doc.get("kind", ""), doc.get("apiVersion", "")
         if kind == "HorizontalPodAutoscaler":
@@ -76,18 +93,12 @@ def load_simulation(paths: list[str]) -> SimulationInput:
                 continue
             sim.hpas.append(hpa)
             sim.sources[(kind, hpa.name)] = source
+        elif api_version == API_VERSION and kind == "Scenario":
+            scenarios.append((source, doc))  # parsed once all are read: one may be based on another
         elif api_version == API_VERSION and kind in SIM_KINDS:
-            parsed = parse_spec(kind, doc, source)
-            if isinstance(parsed, list):
-                errors.extend(parsed)
-                continue
-            name, spec = parsed
-            if isinstance(spec, WorkloadSpec):
-                spec = _relative_to(spec, source)
-            if name in tables[kind]:
-                errors.append(ManifestError(source, kind, name, "metadata.name", f"duplicate {kind} name"))
-            tables[kind][name] = spec
-            sim.sources[(kind, name)] = source
+            register(kind, doc, source)
+    for source, doc in _with_bases(scenarios, errors):
+        register("Scenario", doc, source)
     errors.extend(_references(sim))
     errors.extend(_interruptions(sim))
     errors.extend(_job_templates(sim, ms.jobs))
@@ -96,9 +107,47 @@ def load_simulation(paths: list[str]) -> SimulationInput:
     return sim
 
 
+def _with_bases(
+    docs: list[tuple[Source, dict[str, Any]]], errors: list[ManifestError]
+) -> list[tuple[Source, dict[str, Any]]]:
+    """Scenario documents with `spec.basedOn` resolved: the base's spec (description left out), then
+    the scenario's own keys over it. An unknown or circular base is an error on `spec.basedOn`."""
+    named = {document_name(doc): (source, doc) for source, doc in docs}
+    merged: dict[str, dict[str, Any] | None] = {}
+
+    def spec_of(name: str, chain: tuple[str, ...]) -> dict[str, Any] | None:
+        if name not in merged:
+            source, doc = named[name]
+            spec = doc.get("spec")
+            own = dict(spec) if isinstance(spec, dict) else {}
+            base = own.pop("basedOn", None)
+            result: dict[str, Any] | None = own
+            if base is not None:
+                parent, problem = None, ""
+                if not isinstance(base, str) or base not in named:
+                    problem = f"{base!r} is not a Scenario"
+                elif base in chain or base == name:
+                    problem = f"{base!r} is based on {name!r}: a cycle"
+                else:
+                    parent = spec_of(base, (*chain, name))
+                if problem:
+                    errors.append(ManifestError(source, "Scenario", name, "spec.basedOn", problem))
+                result = None if parent is None else {k: v for k, v in parent.items() if k != "description"} | own
+            merged[name] = result
+        return merged[name]
+
+    out = []
+    for source, doc in docs:
+        name = document_name(doc)
+        spec = spec_of(name, ()) if isinstance(doc.get("spec"), dict) else doc.get("spec")
+        if spec is not None or not isinstance(doc.get("spec"), dict):
+            out.append((source, {**doc, "spec": spec}))
+    return out
+
+
 def _relative_to(spec: WorkloadSpec, source: Source) -> WorkloadSpec:
     """Trace and tide paths are relative to the manifest that names them."""
-    base = Path(source.file).parent if source.file not in ("-", "<memory>") else Path()
+    base = _base(source)
 
     def resolve(path: str) -> str:
         return str(base / path) if path and not Path(path).is_absolute() else path

@@ -54,7 +54,7 @@ ROWS: list[tuple[str, str, str]] = [
     ("spot: lost work's cost", "spot_lost_cost", "money"),
     ("jobs failed for good", "jobs_failed", "int"),
     ("GPU-hours kept by jobs that failed", "failed_jobs_gpu_hours", "num"),
-    ("budget queue changes", "budget_changes", "int"),
+    ("budget actions", "budget_changes", "int"),
     ("jobs that waited for data", "prefetch_jobs", "int"),
     ("prefetch delay p95", "prefetch_delay_p95_s", "dur"),
     ("prefetch delay, all jobs", "prefetch_delay_total_s", "dur"),
@@ -89,7 +89,7 @@ def _fmt(value: Any, kind: str) -> str:
 
 def summary_table(results: list[RunResult]) -> Table:
     table = Table(title="tidegate simulate: scenarios side by side")
-    table.add_column("")
+    table.add_column("", no_wrap=True)
     for result in results:
         table.add_column(result.name, justify="right")
     for label, key, kind in ROWS:

@@ -293,10 +293,15 @@ SPEC_TYPES: dict[str, type[Spec]] = {
 }
 
 
+def document_name(doc: dict[str, Any]) -> str:
+    """metadata.name, or "" when it is missing or metadata is not a mapping."""
+    metadata = doc.get("metadata")
+    return str(metadata.get("name", "")) if isinstance(metadata, dict) else ""
+
+
 def parse_spec(kind: str, doc: dict[str, Any], source: Source) -> tuple[str, Spec] | list[ManifestError]:
     """(name, spec) of a simulation document, or the errors naming each bad field."""
-    metadata = doc.get("metadata") or {}
-    name = str(metadata.get("name", "")) if isinstance(metadata, dict) else ""
+    name = document_name(doc)
     if not name:
         return [ManifestError(source, kind, "", "metadata.name", "is required")]
     try:
