@@ -52,6 +52,27 @@ def run(folder: Path) -> dict[str, RunResult]:
     return {r.name: r for r in run_simulation(load_simulation([str(folder)]), workers=1)}
 
 
+def x_and_a(
+    tmp_path: Path,
+    workload: dict[str, object],
+    template: str = "",
+    *,
+    interruption: dict[str, object] | None = None,
+    scenarios: dict[str, dict[str, object]] | None = None,
+) -> Path:
+    """This file's usual folder: X_AND_A on one cloud node, one notice at 1,001 s (unless `interruption`
+    says otherwise), the spot scenario (unless `scenarios`)."""
+    return spot_folder(
+        tmp_path / "sim",
+        X_AND_A,
+        cloud_nodes=1,
+        interruption=interruption if interruption is not None else {"atSeconds": [1001]},
+        workload=workload,
+        scenarios=scenarios or {"spot": BURST},
+        template=template,
+    )
+
+
 @pytest.mark.parametrize(
     ("checkpoint_s", "restart_at", "lost_gpu_s", "saved", "a_finishes"),
     [
@@ -70,14 +91,8 @@ def run(folder: Path) -> dict[str, RunResult]:
 def test_one_interruption_at_a_known_time(
     tmp_path: Path, checkpoint_s: float, restart_at: float, lost_gpu_s: float, saved: int, a_finishes: float
 ) -> None:
-    folder = spot_folder(
-        tmp_path / "sim",
-        X_AND_A,
-        cloud_nodes=1,
-        interruption={"atSeconds": [1001]},
-        workload={"checkpointEverySeconds": 600, "checkpointSeconds": checkpoint_s, "jobTemplate": "trainer"},
-        scenarios={"spot": BURST},
-        template=vcjob(),
+    folder = x_and_a(
+        tmp_path, {"checkpointEverySeconds": 600, "checkpointSeconds": checkpoint_s, "jobTemplate": "trainer"}, vcjob()
     )
     result = run(folder)["spot"]
     jobs = {j.name: j for j in result.simulation.jobs}
@@ -98,15 +113,7 @@ def test_one_interruption_at_a_known_time(
 
 
 def test_a_grace_period_longer_than_the_notice_warns(tmp_path: Path) -> None:
-    folder = spot_folder(
-        tmp_path / "sim",
-        X_AND_A,
-        cloud_nodes=1,
-        interruption={"atSeconds": [1001]},
-        workload={"jobTemplate": "trainer"},
-        scenarios={"spot": BURST},
-        template=vcjob(grace=300),
-    )
+    folder = x_and_a(tmp_path, {"jobTemplate": "trainer"}, vcjob(grace=300))
     inp = load_simulation([str(folder)])
     (warning,) = [w for w in inp.warnings if w.field.endswith("terminationGracePeriodSeconds")]
     assert (warning.kind, warning.name) == ("Job", "trainer")
@@ -116,15 +123,7 @@ def test_a_grace_period_longer_than_the_notice_warns(tmp_path: Path) -> None:
 
 
 def test_a_grace_period_within_the_notice_does_not_warn(tmp_path: Path) -> None:
-    folder = spot_folder(
-        tmp_path / "sim",
-        X_AND_A,
-        cloud_nodes=1,
-        interruption={"atSeconds": [1001]},
-        workload={"jobTemplate": "trainer"},
-        scenarios={"spot": BURST},
-        template=vcjob(grace=100),
-    )
+    folder = x_and_a(tmp_path, {"jobTemplate": "trainer"}, vcjob(grace=100))
     assert not [w for w in load_simulation([str(folder)]).warnings if "notice" in w.message]
 
 
@@ -163,15 +162,7 @@ def test_the_job_fails_for_good_when_its_retries_reach_max_retry(tmp_path: Path)
 
 
 def test_abort_job_policy_fails_at_the_first_eviction(tmp_path: Path) -> None:
-    folder = spot_folder(
-        tmp_path / "sim",
-        X_AND_A,
-        cloud_nodes=1,
-        interruption={"atSeconds": [1001]},
-        workload={"jobTemplate": "trainer"},
-        scenarios={"spot": BURST},
-        template=vcjob(action="AbortJob"),
-    )
+    folder = x_and_a(tmp_path, {"jobTemplate": "trainer"}, vcjob(action="AbortJob"))
     a = next(j for j in run(folder)["spot"].simulation.jobs if j.name == "a")
     assert a.restarts == 0 and a.finished is None
     assert a.failed_reason.endswith("PodEvicted -> AbortJob")
@@ -179,31 +170,18 @@ def test_abort_job_policy_fails_at_the_first_eviction(tmp_path: Path) -> None:
 
 def test_without_a_template_an_evicted_job_restarts_without_counting_retries(tmp_path: Path) -> None:
     # No policy matches: Volcano only syncs the job (pods recreated, retryCount unchanged).
-    folder = spot_folder(
-        tmp_path / "sim",
-        X_AND_A,
-        cloud_nodes=1,
-        interruption={"atSeconds": [1001]},
-        workload={"checkpointEverySeconds": 600},
-        scenarios={"spot": BURST},
-    )
+    folder = x_and_a(tmp_path, {"checkpointEverySeconds": 600})
     a = next(j for j in run(folder)["spot"].simulation.jobs if j.name == "a")
     assert (a.restarts, a.retries, a.finished) == (1, 0, 6400.0)
 
 
 def test_on_demand_pricing_and_interruptions_off_compare_with_spot(tmp_path: Path) -> None:
-    folder = spot_folder(
-        tmp_path / "sim",
-        X_AND_A,
-        cloud_nodes=1,
-        interruption={"atSeconds": [1001]},
-        workload={"checkpointEverySeconds": 600},
-        scenarios={
-            "spot": BURST,
-            "on-demand": {**BURST, "cloudPricing": "on-demand"},
-            "no-interruptions": {**BURST, "interruptions": False},
-        },
-    )
+    scenarios = {
+        "spot": BURST,
+        "on-demand": {**BURST, "cloudPricing": "on-demand"},
+        "no-interruptions": {**BURST, "interruptions": False},
+    }
+    folder = x_and_a(tmp_path, {"checkpointEverySeconds": 600}, scenarios=scenarios)
     results = run(folder)
     # Uninterrupted, the fixed node is billed for the whole run at 36 an hour on spot, 100 on demand;
     # interrupted, only until the provider takes it back at 1,121 s.
@@ -271,14 +249,7 @@ def test_a_band_maps_to_a_rate_per_instance_hour() -> None:
 
 @pytest.mark.skipif(not DEFAULT_ADVISOR.is_file(), reason="../shared/data/aws-spot-advisor is absent")
 def test_the_default_rate_comes_from_the_spot_advisor_band(tmp_path: Path) -> None:
-    folder = spot_folder(
-        tmp_path / "sim",
-        X_AND_A,
-        cloud_nodes=1,
-        interruption={"instanceType": "p4d.24xlarge", "region": "us-east-1"},
-        workload={},
-        scenarios={"spot": BURST},
-    )
+    folder = x_and_a(tmp_path, {}, interruption={"instanceType": "p4d.24xlarge", "region": "us-east-1"})
     interruptions = load_simulation([str(folder)]).interruptions["spot"]
     # p4d.24xlarge in us-east-1 is in band 10-15% (Spot Advisor snapshot of July 2025)
     assert interruptions.rate_per_hour == pytest.approx(rate_from_band(0.125))
@@ -299,9 +270,7 @@ def test_bad_interruption_settings_name_the_pool_and_field(
 ) -> None:
     if "instanceType" in interruption and not DEFAULT_ADVISOR.is_file():
         pytest.skip("../shared/data/aws-spot-advisor is absent")
-    folder = spot_folder(
-        tmp_path / "sim", X_AND_A, cloud_nodes=1, interruption=interruption, workload={}, scenarios={"spot": BURST}
-    )
+    folder = x_and_a(tmp_path, {}, interruption=interruption)
     with pytest.raises(ManifestErrors) as exc:
         load_simulation([str(folder)])
     (error,) = exc.value.errors
@@ -310,14 +279,7 @@ def test_bad_interruption_settings_name_the_pool_and_field(
 
 
 def test_a_missing_job_template_is_an_error(tmp_path: Path) -> None:
-    folder = spot_folder(
-        tmp_path / "sim",
-        X_AND_A,
-        cloud_nodes=1,
-        interruption={"atSeconds": [1001]},
-        workload={"jobTemplate": "nope"},
-        scenarios={"spot": BURST},
-    )
+    folder = x_and_a(tmp_path, {"jobTemplate": "nope"})
     with pytest.raises(ManifestErrors) as exc:
         load_simulation([str(folder)])
     (error,) = exc.value.errors
@@ -325,15 +287,10 @@ def test_a_missing_job_template_is_an_error(tmp_path: Path) -> None:
 
 
 def test_resolve_ignores_pools_without_interruption(tmp_path: Path) -> None:
-    inp = load_simulation(
-        [
-            str(
-                spot_folder(
-                    tmp_path / "sim", X_AND_A, cloud_nodes=1, interruption=None, workload={}, scenarios={"spot": BURST}
-                )
-            )
-        ]
+    no_interruption = spot_folder(
+        tmp_path / "sim", X_AND_A, cloud_nodes=1, interruption=None, workload={}, scenarios={"spot": BURST}
     )
+    inp = load_simulation([str(no_interruption)])
     assert inp.interruptions == {}
     assert resolve_interruptions(inp.pools["spot"], inp.clusters["aws"], tmp_path) is None
 
@@ -376,15 +333,7 @@ def test_no_job_is_ever_lost(
 
 
 def test_the_report_lists_interruptions_failures_and_warnings(tmp_path: Path) -> None:
-    folder = spot_folder(
-        tmp_path / "sim",
-        X_AND_A,
-        cloud_nodes=1,
-        interruption={"atSeconds": [1001]},
-        workload={"checkpointEverySeconds": 600, "jobTemplate": "trainer"},
-        scenarios={"spot": BURST},
-        template=vcjob(retry="maxRetry: 1"),
-    )
+    folder = x_and_a(tmp_path, {"checkpointEverySeconds": 600, "jobTemplate": "trainer"}, vcjob(retry="maxRetry: 1"))
     results = run_simulation(load_simulation([str(folder)]), workers=1)
     out = tmp_path / "out"
     out.mkdir()
