@@ -139,7 +139,8 @@ def queue(
     return Queue(
         name=name,
         weight=weight,
-        capability=None if capability is None else res(capability),
+        # Zeros kept, as the manifest loader does: a declared nvidia.com/gpu 0 caps the queue at no GPUs.
+        capability=None if capability is None else Resources.parse(dict(capability), "test", keep_zeros=True),
         deserved=None if deserved is None else res(deserved),
         guarantee=res(guarantee),
         parent=parent,

@@ -377,6 +377,17 @@ def test_queue_fields_and_state_precedence(tmp_path: Path) -> None:
     assert (b.state, b.reclaimable) == (QueueState.CLOSING, False)
 
 
+def test_a_zero_capability_is_kept(tmp_path: Path) -> None:
+    # nvidia.com/gpu "0" caps the queue at no GPUs, so the zero is kept (other lists drop zeros);
+    # cpu "0" is kept too but is no cap, as in Volcano's proportion and capacity plugins.
+    spec = '{capability: {nvidia.com/gpu: "0", cpu: "0", memory: 8Gi}, deserved: {nvidia.com/gpu: "0"}}'
+    queue = load(tmp_path, QUEUE.format(name="q") + f"spec: {spec}\n").queues[0]
+    assert queue.capability == Resources({GPU: 0, "cpu": 0, "memory": 8 * 2**30}, keep_zeros=True)
+    assert GPU in queue.capability
+    assert queue.capability_limits() == {GPU: 0, "memory": 8 * 2**30}
+    assert queue.deserved is not None and GPU not in queue.deserved
+
+
 def test_bad_queue_state(tmp_path: Path) -> None:
     error = only_error(load(tmp_path, QUEUE.format(name="q") + "spec: {state: Sleeping}\n"))
     assert error.field == "spec.state" and "Open, Closing, Closed" in error.message

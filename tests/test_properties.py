@@ -161,24 +161,26 @@ class Scenario:
 def queue_specs(draw: st.DrawFn, hierarchical: bool) -> list[Queue]:
     count = draw(st.integers(1, 4))
     queues = []
+    # Capabilities of 0 too: nvidia.com/gpu 0 is a cap of no GPUs, cpu 0 is no cap (zeros kept, as the loader does).
     if hierarchical:
-        queues.append(Queue("org", capability=Resources.parse({NVIDIA_GPU: draw(st.sampled_from([2, 4, 8]))}, "org")))
+        org_gpu = draw(st.sampled_from([0, 2, 4, 8]))
+        queues.append(Queue("org", capability=Resources.parse({NVIDIA_GPU: org_gpu}, "org", keep_zeros=True)))
     for i in range(count):
-        cap_gpu = draw(st.sampled_from([None, None, 1, 2, 4, 8, 16]))
-        cap_cpu = draw(st.sampled_from([None, None, None, 8, 32]))
+        cap_gpu = draw(st.sampled_from([None, None, 0, 1, 2, 4, 8, 16]))
+        cap_cpu = draw(st.sampled_from([None, None, None, 0, 8, 32]))
         capability = {k: v for k, v in ((NVIDIA_GPU, cap_gpu), ("cpu", cap_cpu)) if v is not None}
         guarantee_gpu = draw(st.sampled_from([0, 0, 0, 1, 2, 4]))
         if cap_gpu is not None:
             guarantee_gpu = min(guarantee_gpu, cap_gpu)
         guarantee_cpu = draw(st.sampled_from([0, 0, 2]))
-        if cap_cpu is not None:
+        if cap_cpu:  # a cpu capability of 0 is no cap
             guarantee_cpu = min(guarantee_cpu, cap_cpu)
         deserved = draw(st.sampled_from([None, None, 1, 2, 4, 8]))
         queues.append(
             Queue(
                 name=f"q{i}",
                 weight=draw(st.integers(1, 4)),
-                capability=Resources.parse(capability, "cap") if capability else None,
+                capability=Resources.parse(capability, "cap", keep_zeros=True) if capability else None,
                 deserved=None if deserved is None else Resources.parse({NVIDIA_GPU: deserved}, "deserved"),
                 guarantee=Resources.parse({NVIDIA_GPU: guarantee_gpu, "cpu": guarantee_cpu}, "guarantee"),
                 reclaimable=draw(st.integers(0, 5)) > 0,
@@ -415,7 +417,9 @@ def check_nodes_and_cards(o: Outcome) -> None:
 
 
 def check_queue_capability(o: Outcome) -> None:
-    """A queue (and each ancestor) stays within its capability on every resource new binds asked for."""
+    """A queue (and each ancestor) stays within its capability on every resource new binds asked for.
+    As in Volcano, a declared 0 is a cap of 0 (nvidia.com/gpu 0: no new GPU pods), except for cpu and
+    memory, where 0 is no cap."""
     usage: dict[str, Counter[str]] = defaultdict(Counter)
     asked: dict[str, set[str]] = defaultdict(set)
     for pod in o.running():
@@ -434,6 +438,8 @@ def check_queue_capability(o: Outcome) -> None:
         if capability is None:
             continue
         for resource in resources:
+            if resource in ("cpu", "memory") and capability[resource] == 0:
+                continue
             if resource in capability:
                 assert usage[name][resource] <= capability[resource], f"queue {name} above capability of {resource}"
 

@@ -149,3 +149,17 @@ def test_resources_parse_names_the_field_of_a_bad_quantity() -> None:
     with pytest.raises(FieldError) as info:
         Resources.parse({"nvidia.com/gpu": "lots"}, "spec.capability")
     assert info.value.field == "spec.capability.nvidia.com/gpu"
+
+
+def test_resources_drop_zeros_unless_asked_to_keep_them() -> None:
+    # A queue's capability keeps a declared 0 (`nvidia.com/gpu in capability` is then True); it is then a
+    # different value from the empty list, and arithmetic on it drops the zero again.
+    dropped = Resources.parse({"nvidia.com/gpu": "0", "cpu": "2"}, "f")
+    kept = Resources.parse({"nvidia.com/gpu": "0", "cpu": "2"}, "f", keep_zeros=True)
+    assert "nvidia.com/gpu" not in dropped and "nvidia.com/gpu" in kept
+    assert kept["nvidia.com/gpu"] == dropped["nvidia.com/gpu"] == 0
+    assert kept != dropped and hash(kept) != hash(dropped)
+    assert kept == Resources({"nvidia.com/gpu": 0, "cpu": 2000}, keep_zeros=True)
+    assert hash(kept) == hash(Resources({"cpu": 2000, "nvidia.com/gpu": 0}, keep_zeros=True))
+    assert kept.to_dict() == {"cpu": "2", "nvidia.com/gpu": "0"}
+    assert kept + Resources() == dropped

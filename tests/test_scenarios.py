@@ -910,6 +910,69 @@ def test_inqueue_job_keeps_its_reservation(config: SchedulerConfiguration) -> No
     assert pending_reason(decisions, "default/b") == "queue q at capability nvidia.com/gpu 8/8"
 
 
+# -- a capability of 0 ---------------------------------------------------------------------------------------
+# Volcano reads capability with api.NewResource, raises cpu and memory <= 0 to MaxFloat64 and keeps every
+# other quantity: nvidia.com/gpu "0" caps the queue at no GPUs, cpu "0" is no cap at all.
+@pytest.mark.parametrize(
+    ("config", "reason"),
+    [
+        # proportion: deserved = min(water-filled share, real capability 0) = 0 cards.
+        (PROPORTION, "queue q at deserved share nvidia.com/gpu 0/0"),
+        (CAPACITY, "queue q at capability nvidia.com/gpu 0/0"),
+    ],
+    ids=["proportion", "capacity"],
+)
+def test_a_zero_gpu_capability_means_no_gpus(config: SchedulerConfiguration, reason: str) -> None:
+    # 4 free cards, but q declares nvidia.com/gpu: 0: the GPU pod waits, the CPU-only pod runs.
+    cluster = Cluster(
+        nodes=[node("n0", gpus=4)],
+        queues=[queue("q", capability={NVIDIA_GPU: 0})],
+        jobs=[job("train", "q", 1, {"cpu": 1, NVIDIA_GPU: 1}), job("prep", "q", 1, {"cpu": 1})],
+    )
+    decisions = cluster.schedule(config)
+    assert bound(decisions) == {"default/prep-0": "n0"}
+    assert pending_reason(decisions, "default/train") == reason
+    ssn = session(cluster, config)
+    plugin = next(p for p in ssn.plugins if isinstance(p, (ProportionPlugin, CapacityPlugin)))
+    assert gpus(ssn, plugin.real_capability["q"]) == 0
+
+
+@pytest.mark.parametrize("config", [PROPORTION, CAPACITY], ids=["proportion", "capacity"])
+def test_a_zero_gpu_capability_gates_enqueue(config: SchedulerConfiguration) -> None:
+    cluster = Cluster(
+        nodes=[node("n0", gpus=4)],
+        queues=[queue("q", capability={NVIDIA_GPU: 0})],
+        jobs=[job("train", "q", 1, GPU, min_resources={NVIDIA_GPU: 1})],
+    )
+    decisions = cluster.schedule(config)
+    assert phase_of(decisions, "default/train") is PodGroupPhase.PENDING
+    assert pending_reason(decisions, "default/train") == "queue q at capability nvidia.com/gpu 0/0"
+
+
+@pytest.mark.parametrize("config", [PROPORTION, CAPACITY], ids=["proportion", "capacity"])
+def test_a_zero_cpu_capability_is_no_cap(config: SchedulerConfiguration) -> None:
+    # Volcano's quirk: cpu 0 is raised to MaxFloat64, so 4 pods of 8 CPUs fill the 32-CPU node.
+    cluster = Cluster(
+        nodes=[node("n0", cpu=32)],
+        queues=[queue("q", capability={"cpu": 0})],
+        jobs=[job("j", "q", 4, {"cpu": 8}, min_resources={"cpu": 32})],
+    )
+    decisions = cluster.schedule(config)
+    assert sorted(bound(decisions)) == [f"default/j-{i}" for i in range(4)]
+
+
+def test_a_parent_with_a_zero_gpu_capability_caps_its_children() -> None:
+    # The child sets no capability: it inherits org's 0 cards (real capability min(unlimited, 0)).
+    cluster = Cluster(
+        nodes=nodes("n", 2, gpus=4),
+        queues=[queue("org", capability={NVIDIA_GPU: 0}), queue("team", parent="org")],
+        jobs=[job("train", "team", 1, GPU), job("prep", "team", 1, {"cpu": 1})],
+    )
+    decisions = cluster.schedule(CAPACITY)
+    assert bound(decisions) == {"default/prep-0": "n0"}
+    assert pending_reason(decisions, "default/train") == "queue team at capability nvidia.com/gpu 0/0"
+
+
 # -- bookkeeping --------------------------------------------------------------------------------------------
 def test_a_pod_is_bound_at_most_once() -> None:
     # mix has minMember 2: a best-effort pod, a GPU pod the queue cannot take (capability 0.5 card) and a

@@ -79,12 +79,21 @@ def test_a_threshold_that_changes_nothing_is_an_error(tmp_path: Path) -> None:
     )
 
 
-def test_a_zero_capability_is_refused_because_it_would_mean_no_cap(tmp_path: Path) -> None:
+def test_a_zero_gpu_capability_keeps_the_queue_off_gpus_until_the_next_period(tmp_path: Path) -> None:
+    # As in a Queue, nvidia.com/gpu "0" is a cap of no GPUs (Volcano keeps a declared scalar 0): 50% is
+    # spent at 250 s, so the check at 255 s caps burst-cloud at 0 cards; c (arrived at 600 s, 8 GPUs)
+    # waits for the next period's restore at 3,600 s, as with state: Closed.
     thresholds = [{"spentFraction": 0.5, "capability": {"nvidia.com/gpu": "0"}}]
-    with pytest.raises(ManifestErrors) as exc:
-        load_simulation([str(budget_folder(tmp_path, {**BUDGET, "thresholds": thresholds}))])
-    (error,) = exc.value.errors
-    assert error.field == "spec.budget.thresholds[0].capability" and "state: Closed" in error.message
+    inp = load_simulation([str(budget_folder(tmp_path, {**BUDGET, "thresholds": thresholds}))])
+    for results in (
+        run_simulation(inp, workers=1),
+        run_simulation(inp, core_factory=lambda inp, queues: SnapshotCore(queues, inp.config)),
+    ):
+        changes = [(t, text) for t, text in results[0].simulation.events if text.startswith("budget:")]
+        assert changes[0][0] == 255.0
+        assert "weight 1, capability nvidia.com/gpu=16 -> weight 1, capability nvidia.com/gpu=0 (" in changes[0][1]
+        c = {r.name: next(j for j in r.simulation.jobs if j.name == "c") for r in results}
+        assert (c["budget"].started, c["no-budget"].started) == (3600.0, 600.0)
 
 
 def test_a_threshold_can_cap_the_hpa_until_the_next_period(tmp_path: Path) -> None:

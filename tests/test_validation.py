@@ -280,6 +280,20 @@ def test_child_capability_above_parent_capability(tmp_path: Path) -> None:
     assert "above parent queue 'ml'" in error.message
 
 
+def test_a_zero_capability_caps_guarantees_and_children_except_for_cpu_and_memory(tmp_path: Path) -> None:
+    # nvidia.com/gpu "0" is a cap of 0; cpu "0" is no cap (Volcano raises it to MaxFloat64).
+    parent = queue("ml", '{capability: {nvidia.com/gpu: "0", cpu: "0"}, guarantee: {resource: {cpu: "4"}}}')
+    child = queue("dev", '{parent: ml, capability: {nvidia.com/gpu: "2", cpu: "8"}}')
+    greedy = queue("greedy", '{capability: {nvidia.com/gpu: "0"}, guarantee: {resource: {nvidia.com/gpu: "1"}}}')
+    path, errors = check(tmp_path, parent, child, greedy)
+    assert [(e.source, e.name, e.field) for e in errors] == [
+        (Source(path, 1), "dev", "spec.capability.nvidia.com/gpu"),
+        (Source(path, 2), "greedy", "spec.guarantee.resource.nvidia.com/gpu"),
+    ]
+    assert errors[0].message == "nvidia.com/gpu=2 is above parent queue 'ml''s capability nvidia.com/gpu=0"
+    assert errors[1].message == "guarantee nvidia.com/gpu=1 is above capability nvidia.com/gpu=0"
+
+
 def test_children_guarantees_and_deserved_must_fit_the_parents(tmp_path: Path) -> None:
     parent = queue("ml", '{guarantee: {resource: {nvidia.com/gpu: "10"}}, deserved: {nvidia.com/gpu: "100"}}')
     a = queue("a", '{parent: ml, deserved: {nvidia.com/gpu: "60"}, guarantee: {resource: {nvidia.com/gpu: "6"}}}')

@@ -446,14 +446,14 @@ def _as_choice(enum: type[E], value: Any, field_: str) -> E:
         raise FieldError(field_, f"{_shown(value)} is not one of {allowed}") from None
 
 
-def _as_resources(value: Any, field_: str) -> Resources | None:
+def _as_resources(value: Any, field_: str, keep_zeros: bool = False) -> Resources | None:
     """A resource list, or None when absent or empty (Volcano reads an empty list as "no limit")."""
     if value is None or value == {}:
         return None
-    return _as_resource_list(value, field_)
+    return _as_resource_list(value, field_, keep_zeros)
 
 
-def _as_resource_list(value: Any, field_: str) -> Resources:
+def _as_resource_list(value: Any, field_: str, keep_zeros: bool = False) -> Resources:
     """Like Resources.parse, but each (resource, quantity) pair is parsed once per process.
 
     Node and pod lists repeat the same quantities thousands of times; exact Fraction parsing of
@@ -468,7 +468,7 @@ def _as_resource_list(value: Any, field_: str) -> Resources:
             amounts[name] = _canonical_cached(name, quantity, f"{field_}.{name}")
         else:
             amounts[str(name)] = to_canonical(str(name), quantity, f"{field_}.{name}")
-    return Resources(amounts)
+    return Resources(amounts, keep_zeros=keep_zeros)
 
 
 _canonical_memo: dict[tuple[str, str | int], int] = {}
@@ -570,8 +570,9 @@ class _Reader:
     def strings(self, data: Mapping[str, Any], prefix: str, key: str) -> dict[str, str]:
         return self.read(_as_str_map, data.get(key), _join(prefix, key), {})
 
-    def resources(self, data: Mapping[str, Any], prefix: str, key: str) -> Resources | None:
-        return self.read(_as_resources, data.get(key), _join(prefix, key), None)
+    def resources(self, data: Mapping[str, Any], prefix: str, key: str, keep_zeros: bool = False) -> Resources | None:
+        """The resource list at data[key] (see _as_resources); keep_zeros keeps declared zero quantities."""
+        return self.read(lambda v, f: _as_resources(v, f, keep_zeros), data.get(key), _join(prefix, key), None)
 
     def choice(self, data: Mapping[str, Any], prefix: str, key: str, enum: type[E], default: E) -> E:
         value = data.get(key)
@@ -886,7 +887,8 @@ def _parse_queue(doc: dict[str, Any], r: _Reader) -> Queue:
     return Queue(
         name=meta.name,
         weight=r.integer(spec, "spec", "weight", 1),
-        capability=r.resources(spec, "spec", "capability"),
+        # A declared zero caps that resource at 0 (see Queue.capability_limits), so it is kept.
+        capability=r.resources(spec, "spec", "capability", keep_zeros=True),
         deserved=r.resources(spec, "spec", "deserved"),
         guarantee=r.resources(guarantee, "spec.guarantee", "resource") or EMPTY,
         reclaimable=r.flag(spec, "spec", "reclaimable", True),

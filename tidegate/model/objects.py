@@ -11,7 +11,7 @@ from enum import StrEnum
 from typing import Any
 
 from tidegate.model.errors import Source
-from tidegate.model.resources import EMPTY, Resources
+from tidegate.model.resources import CPU, EMPTY, MEMORY, Resources
 
 DEFAULT_NAMESPACE = "default"
 DEFAULT_QUEUE = "default"
@@ -26,6 +26,9 @@ PRIORITY_ANNOTATION = "volcano.sh/priority"
 GROUP_NAME_ANNOTATIONS = ("scheduling.k8s.io/group-name", "scheduling.volcano.sh/group-name")
 TASK_SPEC_ANNOTATION = "volcano.sh/task-spec"
 DEFAULT_MAX_RETRY = 3
+#: Resources a queue capability of 0 leaves unlimited: Volcano's proportion and capacity plugins raise
+#: a capability's MilliCPU and Memory at or below 0 to MaxFloat64, and keep every other quantity as given.
+UNCAPPED_AT_ZERO = frozenset({CPU, MEMORY})
 
 
 class TaintEffect(StrEnum):
@@ -225,6 +228,14 @@ class Queue:
     state: QueueState = QueueState.OPEN
     source: Source = field(default_factory=Source)
     raw: dict[str, Any] = field(default_factory=dict)
+
+    def capability_limits(self) -> dict[str, int]:
+        """The resources spec.capability caps, and at what, as Volcano reads it: a named resource is
+        capped at its quantity, 0 included (`nvidia.com/gpu: "0"`: no GPUs at all), except cpu and memory,
+        where 0 means unlimited (UNCAPPED_AT_ZERO); a resource the list does not name is unlimited."""
+        if self.capability is None:
+            return {}
+        return {name: amount for name, amount in self.capability.items() if amount > 0 or name not in UNCAPPED_AT_ZERO}
 
 
 @dataclass(slots=True)

@@ -19,23 +19,32 @@ GPU_MILLI = "tidegate.io/gpu-milli"
 
 
 class Resources(Mapping[str, int]):
-    """An immutable resource vector; missing resources are zero, zero entries are dropped."""
+    """An immutable resource vector; missing resources are zero, zero entries are dropped.
+
+    With keep_zeros=True a zero entry is kept, so `name in r` tells a declared 0 from an absent name:
+    a queue's spec.capability needs that (Volcano caps a declared `nvidia.com/gpu: "0"` at 0 but leaves
+    an absent resource unlimited). Equality and hash follow the entries, so {gpu: 0} kept differs from
+    {}; arithmetic (+, -, scaled) drops zeros again.
+    """
 
     __slots__ = ("_hash", "_values")
 
-    def __init__(self, values: Mapping[str, int] | Iterable[tuple[str, int]] = ()) -> None:
+    def __init__(self, values: Mapping[str, int] | Iterable[tuple[str, int]] = (), keep_zeros: bool = False) -> None:
         items = values.items() if isinstance(values, Mapping) else values
-        self._values: dict[str, int] = {name: int(amount) for name, amount in items if amount}
+        self._values: dict[str, int] = {name: int(amount) for name, amount in items if amount or keep_zeros}
         self._hash: int | None = None  # computed once: resources key the scheduler's per-request caches
 
     @classmethod
-    def parse(cls, spec: object, field: str) -> Resources:
+    def parse(cls, spec: object, field: str, keep_zeros: bool = False) -> Resources:
         """Resources from a Kubernetes resource list such as {cpu: "500m", memory: "4Gi"}."""
         if spec is None:
             return cls()
         if not isinstance(spec, Mapping):
             raise FieldError(field, f"expected a map of resource name to quantity, got {spec!r}")
-        return cls({str(name): to_canonical(str(name), value, f"{field}.{name}") for name, value in spec.items()})
+        return cls(
+            {str(name): to_canonical(str(name), value, f"{field}.{name}") for name, value in spec.items()},
+            keep_zeros=keep_zeros,
+        )
 
     def __getitem__(self, name: str) -> int:
         return self._values.get(name, 0)

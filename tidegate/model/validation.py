@@ -184,8 +184,12 @@ class _QueueTree:
             yield _error(
                 queue, "Queue", "spec.weight", f"{queue.weight} is outside {MIN_QUEUE_WEIGHT}..{MAX_QUEUE_WEIGHT}"
             )
+        limits: tuple[tuple[Mapping[str, int] | None, str], ...] = (
+            (queue.deserved, "deserved"),
+            (queue.capability_limits(), "capability"),
+        )
         for name, amount in queue.guarantee.items():
-            for limit, what in ((queue.deserved, "deserved"), (queue.capability, "capability")):
+            for limit, what in limits:
                 if limit is not None and name in limit and amount > limit[name]:
                     yield _error(
                         queue,
@@ -206,15 +210,17 @@ class _QueueTree:
             yield _error(queue, "Queue", "spec.parent", f"the queue hierarchy has a cycle: {' -> '.join(cycle)}")
             return
         parent = self.by_name.get(self.parent_of(queue.name))
-        if parent is not None and parent.capability is not None and queue.capability is not None:
-            for name, amount in queue.capability.items():
-                if name in parent.capability and amount > parent.capability[name]:
+        if parent is not None:
+            # Caps as the quota plugins read them: a cpu or memory of 0 is no cap, any other 0 is.
+            parent_limits = parent.capability_limits()
+            for name, amount in queue.capability_limits().items():
+                if name in parent_limits and amount > parent_limits[name]:
                     yield _error(
                         queue,
                         "Queue",
                         f"spec.capability.{name}",
                         f"{_amount(name, amount)} is above parent queue {parent.name!r}'s capability "
-                        f"{_amount(name, parent.capability[name])}",
+                        f"{_amount(name, parent_limits[name])}",
                     )
 
     def _cycle_through(self, start: str) -> list[str]:

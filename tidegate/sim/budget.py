@@ -37,7 +37,9 @@ def patched(queue: Queue, threshold: BudgetThreshold) -> Queue:
     if threshold.weight is not None:
         changes["weight"] = threshold.weight
     if threshold.capability is not None:
-        changes["capability"] = Resources.parse(dict(threshold.capability), f"budget threshold of queue {queue.name}")
+        where = f"budget threshold of queue {queue.name}"
+        # Zeros kept, as for a Queue's spec.capability: nvidia.com/gpu "0" caps the queue at no GPUs.
+        changes["capability"] = Resources.parse(dict(threshold.capability), where, keep_zeros=True)
     return dataclasses.replace(queue, **changes)  # type: ignore[arg-type]
 
 

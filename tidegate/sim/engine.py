@@ -103,7 +103,7 @@ def static_quotas(queues: list[Queue]) -> list[Queue]:
             continue
         capability = dict(queue.capability or {})
         capability.update(queue.deserved)
-        out.append(dataclasses.replace(queue, capability=Resources(capability)))
+        out.append(dataclasses.replace(queue, capability=Resources(capability, keep_zeros=True)))  # a declared 0 caps
     return out
 
 

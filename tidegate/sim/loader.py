@@ -263,13 +263,9 @@ def _interruptions(sim: SimulationInput) -> list[ManifestError]:
                 out.append(ManifestError(source, "Scenario", name, field_, message))
             for resource, quantity in (threshold.capability or {}).items():
                 try:
-                    positive = bool(Resources.parse({resource: quantity}, "capability"))
+                    Resources.parse({resource: quantity}, "capability")
                 except ValueError as exc:
                     out.append(ManifestError(source, "Scenario", name, f"{field_}.capability", str(exc)))
-                    continue
-                if not positive:
-                    message = f"{resource}: a zero capability means no cap; use state: Closed to stop the queue"
-                    out.append(ManifestError(source, "Scenario", name, f"{field_}.capability", message))
     return out
 
 

@@ -219,7 +219,7 @@ class BudgetThreshold(Spec):
 
     spent_fraction: Annotated[float, Field(gt=0)]
     weight: Annotated[int | None, Field(ge=1, le=65535)] = None
-    #: Replaces the queue's capability (positive quantities: a zero is read as "no cap").
+    #: Replaces the queue's capability; as in a Queue, nvidia.com/gpu: "0" means no GPUs (cpu/memory 0: no cap).
     capability: dict[str, str] | None = None
     #: Closed stops the queue taking any new work (as `vcctl queue operate --action close`).
     state: Literal["Open", "Closed"] | None = None

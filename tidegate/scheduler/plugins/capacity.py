@@ -1,6 +1,7 @@
 """capacity: queues with explicit deserved / capability / guarantee, optionally in a hierarchy.
 
-- capability is a hard cap (realCapability also leaves room for other queues' guarantees);
+- capability is a hard cap (realCapability also leaves room for other queues' guarantees); a resource
+  it declares at 0 is capped at 0, except cpu and memory, where 0 is no cap (quota.capability_cap);
 - deserved is the share a queue may lend out and reclaim back;
 - guarantee is never reclaimed;
 - with `parent` set, queues form a tree: usage counts against every ancestor, a child inherits
@@ -17,7 +18,7 @@ from tidegate.model.objects import ROOT_QUEUE, QueueState
 from tidegate.scheduler.framework import Plugin
 from tidegate.scheduler.info import JobInfo, QueueInfo, TaskInfo
 from tidegate.scheduler.node_table import FloatArray
-from tidegate.scheduler.plugins.quota import INF, amount, as_float, first_exceeded
+from tidegate.scheduler.plugins.quota import amount, as_float, capability_cap, first_exceeded
 from tidegate.scheduler.session import Session
 
 
@@ -75,11 +76,7 @@ class CapacityPlugin(Plugin):
 
     # -- quotas ------------------------------------------------------------------------------------
     def _capability(self, queue: QueueInfo, inherited: FloatArray | None) -> FloatArray:
-        cap = np.full(len(self.ssn.index), INF)
-        if queue.queue.capability is not None:
-            spec = as_float(self.ssn.index.vector(queue.queue.capability))
-            named = np.array([name in queue.queue.capability for name in self.ssn.index.names])
-            cap[named] = spec[named]
+        cap = capability_cap(self.ssn.index, queue.queue)
         if inherited is not None:
             cap = np.minimum(cap, inherited)
         return cap

@@ -1,4 +1,5 @@
-"""proportion: queues share the cluster by weight (water-filling), each capped by what it asks for.
+"""proportion: queues share the cluster by weight (water-filling), each capped by what it asks for
+and by its capability (quota.capability_cap: a declared 0 is a cap of 0, except for cpu and memory).
 
 Idle quota flows to queues with demand; when an owner's demand returns, its deserved share grows
 back and the reclaim action takes resources back from queues above theirs.
@@ -14,7 +15,7 @@ from tidegate.model.objects import QueueState
 from tidegate.scheduler.framework import Plugin
 from tidegate.scheduler.info import JobInfo, QueueInfo, TaskInfo
 from tidegate.scheduler.node_table import FloatArray
-from tidegate.scheduler.plugins.quota import INF, amount, as_float, first_exceeded
+from tidegate.scheduler.plugins.quota import amount, as_float, capability_cap, first_exceeded
 from tidegate.scheduler.session import Session
 
 
@@ -35,9 +36,7 @@ class ProportionPlugin(Plugin):
             guarantee = as_float(ssn.vector(q.queue.guarantee))
             real = np.maximum(total - total_guarantee, 0) + guarantee
             if q.queue.capability is not None:
-                cap = as_float(ssn.index.vector(q.queue.capability))
-                cap[cap == 0] = INF
-                real = np.minimum(real, cap)
+                real = np.minimum(real, capability_cap(ssn.index, q.queue))
             self.real_capability[q.name] = real
         previous = getattr(self, "deserved", None)
         self._water_fill(queues, total)
