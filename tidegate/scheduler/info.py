@@ -117,6 +117,8 @@ class JobInfo:
     key_memo: tuple[int, int, tuple[object, ...]] | None = None
     #: `(version, reason)` of the last `Session.job_invalid_reason`.
     valid_memo: tuple[int, str | None] | None = None
+    #: `(version, phase, reserved)`: what enqueue last found the job's minResources still reserve.
+    reserved_memo: tuple[int, PodGroupPhase, IntArray | None] | None = None
     #: Enqueue has judged the job since its queue's admission state last changed (`QueueInfo.admission_state`).
     enqueue_seen: bool = False
     #: `(node table generation, pending pods)` when allocate found none of its pending pods fits any

@@ -7,7 +7,7 @@ the per-shape placement caches. It never reads a clock or does I/O.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -396,6 +396,22 @@ class Session:
 
     def task_key(self, task: TaskInfo) -> tuple[object, ...]:
         return (*[key(task) for key in self.ext.task_order], task.pod.created, task.key)
+
+    def in_queue_order(self, queues: Iterable[QueueInfo]) -> list[QueueInfo]:
+        """The queues sorted by `queue_key`. One queue needs no key: order keys only read, so leaving
+        one uncomputed changes nothing, and with one queue (the common case) the plugins' share
+        computations are skipped."""
+        out = list(queues)
+        if len(out) > 1:
+            out.sort(key=self.queue_key)
+        return out
+
+    def in_job_order(self, jobs: Iterable[JobInfo]) -> list[JobInfo]:
+        """The jobs sorted by `job_key`; one job is not keyed (see `in_queue_order`)."""
+        out = list(jobs)
+        if len(out) > 1:
+            out.sort(key=self.job_key)
+        return out
 
     # -- votes -------------------------------------------------------------------------------------
     def job_invalid_reason(self, job: JobInfo) -> str | None:

@@ -75,8 +75,12 @@ class Allocate:
         for queue in ssn.queues.values():
             ready = schedulable_jobs(ssn, queue, skip_blocked=True)
             if ready:
-                jobs[queue.name] = _Line([(ssn.job_key(j), next(seq), j) for j in ready])
-                heapq.heappush(queue_heap, (ssn.queue_key(queue), next(seq), queue))
+                keyed = len(ready) > 1  # a lone job needs no key: it is taken first whatever its key
+                jobs[queue.name] = _Line([(ssn.job_key(j) if keyed else (), next(seq), j) for j in ready])
+                queue_heap.append(((), next(seq), queue))
+        if len(queue_heap) > 1:  # likewise a lone queue: it comes back alone, after every turn
+            queue_heap = [(ssn.queue_key(queue), order, queue) for _, order, queue in queue_heap]
+            heapq.heapify(queue_heap)
         while queue_heap:
             _, _, queue = heapq.heappop(queue_heap)
             line = jobs[queue.name]
@@ -90,7 +94,7 @@ class Allocate:
             _, _, job = line.pop()
             if self._allocate_job(ssn, queue, job):
                 line.push((ssn.job_key(job), next(seq), job))
-            heapq.heappush(queue_heap, (ssn.queue_key(queue), next(seq), queue))
+            heapq.heappush(queue_heap, (ssn.queue_key(queue) if queue_heap else (), next(seq), queue))
 
     def _allocate_job(self, ssn: Session, queue: QueueInfo, job: JobInfo) -> bool:
         """Place the job's pods; True when it is ready and still has pods to place (goes back in line)."""

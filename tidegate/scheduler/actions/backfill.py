@@ -20,10 +20,10 @@ class Backfill:
                 else bool(task.request.sum() == task.request[pods_col])
             )
 
-        for queue in sorted(ssn.queues.values(), key=ssn.queue_key):
+        for queue in ssn.in_queue_order(ssn.queues.values()):
             # Only jobs with a best-effort pod to place: allocate handles the others.
             candidates = [j for j in schedulable_jobs(ssn, queue) if any(best_effort(t) for t in j.pending_tasks())]
-            for job in sorted(candidates, key=ssn.job_key):
+            for job in ssn.in_job_order(candidates):
                 stmt = ssn.statement()
                 for task in sorted(job.pending_tasks(), key=ssn.task_key):
                     if not best_effort(task):

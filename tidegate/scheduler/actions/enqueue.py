@@ -24,6 +24,19 @@ def _still_reserved(job: JobInfo) -> bool:
     return bool(counts[TaskStatus.PENDING] or counts[TaskStatus.PIPELINED] or not job.min_within_requests)
 
 
+def _reserved(job: JobInfo) -> IntArray | None:
+    """The part of the job's minResources it still holds in its queue (None for none), remembered until
+    the job's pods or phase change (what it reads besides minResources, fixed once the job exists)."""
+    held = job.reserved_memo
+    if held is not None and held[0] == job.version and held[1] is job.phase:
+        return held[2]
+    reserved = None
+    if _still_reserved(job) and job.min_resources.any():
+        reserved = np.maximum(job.min_resources - job.allocated, 0)
+    job.reserved_memo = (job.version, job.phase, reserved)
+    return reserved
+
+
 def _admission_state(ssn: Session, queue: QueueInfo) -> tuple[bytes, tuple[object, ...], IntArray]:
     """What admission votes read for the queue's jobs besides the jobs themselves: the cluster total,
     every queue's spec, and the usage (allocated plus reserved) of the queue and each ancestor."""
@@ -55,11 +68,12 @@ class Enqueue:
         pending_phase = PodGroupPhase.PENDING
         for queue in ssn.queues.values():
             for job in queue.jobs:
-                if job.phase is not pending_phase and _still_reserved(job) and job.min_resources.any():
-                    reserved = np.maximum(job.min_resources - job.allocated, 0)
-                    for level in (queue, *queue.ancestors):
-                        level.inqueue += reserved
-        for queue in sorted((q for q in ssn.queues.values() if q.jobs), key=ssn.queue_key):
+                if job.phase is not pending_phase:
+                    reserved = _reserved(job)
+                    if reserved is not None:
+                        for level in (queue, *queue.ancestors):
+                            level.inqueue += reserved
+        for queue in ssn.in_queue_order(q for q in ssn.queues.values() if q.jobs):
             self._admit(ssn, queue)
 
     @staticmethod
@@ -71,7 +85,7 @@ class Enqueue:
             pending = [job for job in pending if not job.enqueue_seen]
         if not pending:
             return
-        ordered = sorted(pending, key=ssn.job_key)
+        ordered = ssn.in_job_order(pending)
         # Admission votes read the job's queue and minResources: a job asking what another was just
         # refused gets the same answer until something is admitted.
         refused: dict[bytes, str] = {}

@@ -37,7 +37,7 @@ def starving_jobs(ssn: Session, queue: QueueInfo) -> list[JobInfo]:
         and ssn.job_invalid_reason(job) is None
         and ssn.job_starving(job)
     ]
-    return sorted(starving, key=ssn.job_key)
+    return ssn.in_job_order(starving)
 
 
 def victim_order(task: TaskInfo) -> tuple[int, int, float, str]:
@@ -162,7 +162,7 @@ class EvictionAction(ABC):
         # Attempts that failed in the state every job starts from (its statement still empty): a failed
         # attempt changes nothing, so an equal attempt fails too until some job's evictions are committed.
         failed: set[tuple[object, ...]] = set()
-        for queue in sorted(ssn.queues.values(), key=ssn.queue_key):
+        for queue in ssn.in_queue_order(ssn.queues.values()):
             if self.skip_queue(ssn, queue):
                 continue
             for job in starving_jobs(ssn, queue):
