@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from tidegate.scheduler.info import JobInfo, QueueInfo, TaskInfo
 from tidegate.scheduler.node_table import BoolArray, FloatArray, IntArray
@@ -80,12 +80,21 @@ class Plugin:
     """A scheduling policy; subclasses register extension points in on_session_open."""
 
     name = "plugin"
+    #: The extension points it registers stay valid across the cycles of a long-lived session while the
+    #: node table is the same: `Session.reopen` then keeps every registration and calls `on_cycle_open`
+    #: on each plugin, when every plugin of the session says so (otherwise each registers afresh).
+    reopens_in_place: ClassVar[bool] = False
 
     def __init__(self, arguments: Mapping[str, Any]) -> None:
         self.arguments = dict(arguments)
 
     def on_session_open(self, ssn: Session) -> None:
         """Register extension points and compute per-session state."""
+
+    def on_cycle_open(self, ssn: Session) -> None:
+        """Another cycle of a long-lived session on the same node table, its registrations kept (only
+        for plugins that reopen in place): recompute what depends on the jobs, queues or usage (shares,
+        deserved quotas), as on_session_open would."""
 
     def on_session_close(self, ssn: Session) -> None:
         """Release per-session state."""

@@ -154,12 +154,12 @@ class Session:
             for option in tier.plugins:
                 plugin = registry.create(option.name, option.arguments)
                 self.plugins.append(plugin)
-        for plugin in self.plugins:
-            plugin.on_session_open(self)
+        #: Every plugin keeps its registrations from cycle to cycle (`Plugin.reopens_in_place`).
+        self._in_place = all(plugin.reopens_in_place for plugin in self.plugins)
+        self._open_plugins()
         self._shapes: list[ShapeCache | None] = [None] * len(self._shape_ids)
         self._shapes_by_key: dict[tuple[object, ...], ShapeCache] = {}  # tasks made outside _build_jobs
         self._dynamic: dict[Resources, DynamicCache] = {}
-        self._row_twins = self._scalar_twins()
 
     # -- construction ------------------------------------------------------------------------------
     @staticmethod
@@ -347,6 +347,14 @@ class Session:
         if numbered is None:
             numbered = self._shape_ids[shape] = (shape, len(self._shape_ids))
         return (*found, *numbered)
+
+    def _open_plugins(self) -> None:
+        """Every plugin registers its extension points afresh (for the node table as it is now)."""
+        self.ext = ExtensionPoints()
+        for plugin in self.plugins:
+            plugin.on_session_open(self)
+        self._row_twins = self._scalar_twins()
+        self._opened_on = self.table.generation
 
     def _scalar_twins(self) -> tuple[list[RowFilter], list[RowScore]] | None:
         """Scalar twins of every dynamic filter and score, or None when one lacks its twin."""
@@ -868,11 +876,12 @@ class Session:
         """Start a new cycle over the current state: plugins register afresh (shares, deserved and other
         per-cycle figures are recomputed), admitted jobs' reservations are recounted by enqueue."""
         self.now = now
-        self.ext = ExtensionPoints()
         for queue in self.queues.values():
             queue.inqueue[:] = 0
-        for plugin in self.plugins:
-            plugin.on_session_open(self)
-        self._row_twins = self._scalar_twins()
+        if self._opened_on == self.table.generation and self._in_place:
+            for plugin in self.plugins:
+                plugin.on_cycle_open(self)
+        else:
+            self._open_plugins()
         self.allocation_log = []
         self.evictions = {}

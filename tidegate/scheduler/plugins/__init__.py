@@ -31,8 +31,14 @@ BUILTIN_PLUGINS: dict[str, type[Plugin]] = {
 NO_OP_PLUGINS = ("conformance", "overcommit")
 
 
+class NoOpPlugin(Plugin):
+    """What the compatibility names create: registers nothing, so it never needs to register again."""
+
+    reopens_in_place = True
+
+
 def default_registry() -> PluginRegistry:
     registry = PluginRegistry({name: cls for name, cls in BUILTIN_PLUGINS.items()})
     for name in NO_OP_PLUGINS:
-        registry.register(name, Plugin)
+        registry.register(name, NoOpPlugin)
     return registry

@@ -21,6 +21,7 @@ PAIRWISE = 8
 
 class BinpackPlugin(Plugin):
     name = "binpack"
+    reopens_in_place = True  # its score reads the request and the node table
 
     def on_session_open(self, ssn: Session) -> None:
         self.ssn = ssn

@@ -24,8 +24,19 @@ from tidegate.scheduler.session import Session
 
 class CapacityPlugin(Plugin):
     name = "capacity"
+    reopens_in_place = True  # on_cycle_open recomputes the quotas; the votes are methods reading them
 
     def on_session_open(self, ssn: Session) -> None:
+        self.on_cycle_open(ssn)
+        ext = ssn.ext
+        ext.queue_order.append(self._queue_order)
+        ext.queue_allocatable.append(self._allocatable)
+        ext.job_enqueueable.append(self._enqueueable)
+        ext.reclaimable.append(self._reclaimable)
+        ext.queue_reclaim_allowed.append(self._may_reclaim)
+
+    def on_cycle_open(self, ssn: Session) -> None:
+        """Quotas for the queue specs and nodes as the cycle starts."""
         # Quotas depend only on the queue specs and the cluster's nodes: a session that lives across
         # cycles recomputes them only when one of those changed.
         inputs = (ssn.table.generation, tuple(q.queue for q in ssn.queues.values()))
@@ -67,12 +78,6 @@ class CapacityPlugin(Plugin):
                 name: {c: float(d[c]) for c in dims if d[c] > 0} for name, d in self.deserved.items()
             }
             self._inputs = inputs
-        ext = ssn.ext
-        ext.queue_order.append(self._queue_order)
-        ext.queue_allocatable.append(self._allocatable)
-        ext.job_enqueueable.append(self._enqueueable)
-        ext.reclaimable.append(self._reclaimable)
-        ext.queue_reclaim_allowed.append(self._may_reclaim)
 
     # -- quotas ------------------------------------------------------------------------------------
     def _capability(self, queue: QueueInfo, inherited: FloatArray | None) -> FloatArray:

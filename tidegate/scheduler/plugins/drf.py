@@ -14,20 +14,26 @@ from tidegate.scheduler.session import Session
 
 class DrfPlugin(Plugin):
     name = "drf"
+    reopens_in_place = True  # see on_cycle_open
 
     def on_session_open(self, ssn: Session) -> None:
-        dims = ssn.quota_mask & (ssn.total > 0)
-        total = ssn.total[dims].astype(np.float64)
+        # The resources shares are taken over, and the cluster totals, change only with the node table: a
+        # session that lives across cycles computes them once per node list.
+        if getattr(self, "_generation", None) != ssn.table.generation:
+            self._generation = ssn.table.generation
+            self._dims = ssn.quota_mask & (ssn.total > 0)
+            self._total = ssn.total[self._dims].astype(np.float64)
+            self._cols = [int(c) for c in np.flatnonzero(self._dims)]
+            self._totals: list[float] = self._total.tolist()
+        dims, total, cols, totals = self._dims, self._total, self._cols, self._totals
 
         def share(allocated: IntArray) -> float:
             if not len(total):
                 return 0.0
             return float((allocated[dims] / total).max())
 
-        cols = [int(c) for c in np.flatnonzero(dims)]
-        totals: list[float] = total.tolist()
-
         shares: dict[JobInfo, float] = {}
+        self._shares = shares
 
         def job_order(job: Any) -> float:
             """share(job.allocated) in Python floats (numpy's per-call cost dominates on a few numbers),
@@ -58,3 +64,8 @@ class DrfPlugin(Plugin):
         ssn.ext.preemptable.append(preemptable)
         ssn.ext.on_allocate.append(forget)
         ssn.ext.on_deallocate.append(forget)
+
+    def on_cycle_open(self, ssn: Session) -> None:
+        """Shares are remembered for one cycle (jobs that left are forgotten with them); the totals they
+        are taken over hold while the node table does."""
+        self._shares.clear()

@@ -19,6 +19,7 @@ def _task_counts(job: JobInfo, statuses: frozenset[Any]) -> dict[str, int]:
 
 class GangPlugin(Plugin):
     name = "gang"
+    reopens_in_place = True  # its votes and keys read only the job
 
     def on_session_open(self, ssn: Session) -> None:
         ext = ssn.ext

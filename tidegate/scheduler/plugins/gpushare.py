@@ -24,6 +24,7 @@ CARD_MILLI = 1000
 
 class GpuSharePlugin(Plugin):
     name = "gpushare"
+    reopens_in_place = True  # see on_cycle_open
 
     def on_session_open(self, ssn: Session) -> None:
         self.ssn = ssn
@@ -40,6 +41,11 @@ class GpuSharePlugin(Plugin):
             ssn.ext.dynamic_scores.append(self.score)
             if self.policy.has_row_score():
                 ssn.ext.row_scores[self.score] = self.score_row
+
+    def on_cycle_open(self, ssn: Session) -> None:
+        """The placement policy starts afresh each cycle, as in a new session (a random policy's draws
+        restart from its seed, frag-aware recounts the mix); what registered reads it through `self`."""
+        self.policy = make_policy(self.str_arg("gpushare.policy", "first-fit"), ssn, self.arguments)
 
     def score(self, task: TaskInfo, rows: IntArray | slice) -> FloatArray:
         """The placement policy's node score."""

@@ -19,6 +19,7 @@ MAX_SCORE = 100.0
 
 class NodeOrderPlugin(Plugin):
     name = "nodeorder"
+    reopens_in_place = True  # its scores read the pod and the node table
 
     def on_session_open(self, ssn: Session) -> None:
         self.ssn = ssn

@@ -12,6 +12,7 @@ from tidegate.scheduler.session import Session
 
 class PredicatesPlugin(Plugin):
     name = "predicates"
+    reopens_in_place = True  # its filters read the pod and the node table (its taint cache is the table's)
 
     def on_session_open(self, ssn: Session) -> None:
         self.ssn = ssn

@@ -11,6 +11,7 @@ from tidegate.scheduler.session import Session
 
 class PriorityPlugin(Plugin):
     name = "priority"
+    reopens_in_place = True  # its keys and votes read only the job or task
 
     def on_session_open(self, ssn: Session) -> None:
         def job_order(job: Any) -> float:

@@ -15,37 +15,18 @@ from tidegate.model.objects import QueueState
 from tidegate.scheduler.framework import Plugin
 from tidegate.scheduler.info import JobInfo, QueueInfo, TaskInfo
 from tidegate.scheduler.node_table import FloatArray
-from tidegate.scheduler.plugins.quota import amount, as_float, capability_cap, first_exceeded
+from tidegate.scheduler.plugins.quota import amount, as_float, capability_cap
 from tidegate.scheduler.session import Session
 
 
 class ProportionPlugin(Plugin):
     name = "proportion"
+    reopens_in_place = True  # on_cycle_open recomputes the quotas; the votes are methods reading them
 
     def on_session_open(self, ssn: Session) -> None:
         self.ssn = ssn
         self.dims = ssn.quota_mask
-        queues = [q for q in ssn.queues.values() if q.jobs or q.settled]
-        total = as_float(ssn.total)
-        total_guarantee = sum(
-            (as_float(ssn.vector(q.queue.guarantee)) for q in ssn.queues.values()), np.zeros_like(total)
-        )
-        self.real_capability: dict[str, FloatArray] = {}
-        self.deserved: dict[str, FloatArray] = {}
-        for q in queues:
-            guarantee = as_float(ssn.vector(q.queue.guarantee))
-            real = np.maximum(total - total_guarantee, 0) + guarantee
-            if q.queue.capability is not None:
-                real = np.minimum(real, capability_cap(ssn.index, q.queue))
-            self.real_capability[q.name] = real
-        previous = getattr(self, "deserved", None)
-        self._water_fill(queues, total)
-        if previous is not None and (
-            previous.keys() != self.deserved.keys()
-            or any(not np.array_equal(previous[name], share) for name, share in self.deserved.items())
-        ):
-            ssn.freed += 1  # a deserved share moved: quota-blocked jobs must be looked at again
-        self._deserved_cache: dict[QueueInfo, list[tuple[int, float]]] = {}
+        self.on_cycle_open(ssn)
         ssn.ext.queue_order.append(self._queue_order)
         ssn.ext.queue_overused.append(self._overused)
         ssn.ext.queue_allocatable.append(self._allocatable)
@@ -54,47 +35,109 @@ class ProportionPlugin(Plugin):
         # Volcano's PreemptiveFn: a queue reclaims a task only while it stays within its deserved share.
         ssn.ext.queue_reclaim_allowed.append(self._allocatable)
 
-    def _water_fill(self, queues: list[QueueInfo], total: FloatArray) -> None:
-        """Split the cluster by weight; a queue never deserves more than it requests or may use."""
-        deserved = {q.name: np.zeros_like(total) for q in queues}
-        remaining = total.copy()
+    def on_cycle_open(self, ssn: Session) -> None:
+        """Real capabilities and deserved shares for the queues with jobs, as the cycle starts."""
+        # Limits depend only on the queue specs and the cluster's nodes: a session that lives across
+        # cycles recomputes them only when one of those changed (like capacity's quotas).
+        specs = (ssn.table.generation, tuple(q.queue for q in ssn.queues.values()))
+        if getattr(self, "_specs", None) != specs:
+            self._specs = specs
+            self._set_limits(ssn)
+        queues = [q for q in ssn.queues.values() if q.jobs or q.settled]
+        self.real_capability = {q.name: self._real_all[q.name] for q in queues}
+        # The water-fill reads the limits and what each active queue asks: redone only when one moved
+        # (queue requests move with every arrival and departure, so it must be cheap as well).
+        demand = (specs, [(q.name, q.request.tolist()) for q in queues])
+        if getattr(self, "_demand", None) != demand:
+            previous = getattr(self, "_deserved", None)
+            self._demand = demand
+            self._deserved = self._water_fill(queues, demand[1])
+            if previous is not None and previous != self._deserved:
+                ssn.freed += 1  # a deserved share moved: quota-blocked jobs must be looked at again
+        self._deserved_arrays: dict[str, FloatArray] = {}
+        self._deserved_cache: dict[QueueInfo, list[tuple[int, float]]] = {}
+
+    def _set_limits(self, ssn: Session) -> None:
+        """Every queue's real capability (what it may use at most) and guarantee, as vectors and as
+        Python floats for the water-fill and the per-job checks."""
+        total = as_float(ssn.total)
+        total_guarantee = sum(
+            (as_float(ssn.vector(q.queue.guarantee)) for q in ssn.queues.values()), np.zeros_like(total)
+        )
+        self._real_all: dict[str, FloatArray] = {}
+        self._real_lists: dict[str, list[float]] = {}
+        self._guarantees: dict[str, list[float]] = {}
+        for q in ssn.queues.values():
+            guarantee = as_float(ssn.vector(q.queue.guarantee))
+            real = np.maximum(total - total_guarantee, 0) + guarantee
+            if q.queue.capability is not None:
+                real = np.minimum(real, capability_cap(ssn.index, q.queue))
+            self._real_all[q.name] = real
+            self._real_lists[q.name] = real.tolist()
+            self._guarantees[q.name] = guarantee.tolist()
+        self._total: list[float] = total.tolist()
+        self._dim_cols = [int(col) for col in np.flatnonzero(self.dims)]
+
+    def _water_fill(self, queues: list[QueueInfo], requests: list[tuple[str, list[int]]]) -> dict[str, list[float]]:
+        """Split the cluster by weight; a queue never deserves more than it requests or may use.
+
+        Python floats on the handful of resource columns (numpy's per-call cost dwarfs the work on vectors
+        this short); the same IEEE operations, column by column, as the vector form
+        `min(old + remaining * weight share, real capability, request)`, then `max(.., guarantee)`."""
+        width = len(self._total)
+        dims = self._dim_cols
+        asked = {name: [float(value) for value in request] for name, request in requests}
+        deserved = {q.name: [0.0] * width for q in queues}
+        remaining = list(self._total)
         met: set[str] = set()
         while True:
             weight = sum(q.queue.weight for q in queues if q.name not in met)
             if weight == 0:
                 break
-            before = remaining.copy()
-            increased = np.zeros_like(total)
-            decreased = np.zeros_like(total)
+            before = remaining
+            increased = [0.0] * width
+            decreased = [0.0] * width
             for q in queues:
-                if q.name in met:
+                name = q.name
+                if name in met:
                     continue
-                old = deserved[q.name].copy()
-                new = old + remaining * (q.queue.weight / weight)
-                new = np.minimum(new, self.real_capability[q.name])
-                new = np.minimum(new, as_float(q.request))
-                new = np.maximum(new, as_float(self.ssn.vector(q.queue.guarantee)))
-                deserved[q.name] = new
-                if (as_float(q.request)[self.dims] <= new[self.dims]).all() or np.array_equal(new, old):
-                    met.add(q.name)
-                diff = new - old
-                increased += np.maximum(diff, 0)
-                decreased += np.maximum(-diff, 0)
-            remaining = np.maximum(remaining + decreased - increased, 0)
-            if not remaining[self.dims].any() or np.array_equal(remaining, before):
+                old = deserved[name]
+                part = q.queue.weight / weight
+                request = asked[name]
+                new = [
+                    max(min(had + left * part, real, want), floor)
+                    for had, left, real, want, floor in zip(
+                        old, remaining, self._real_lists[name], request, self._guarantees[name], strict=True
+                    )
+                ]
+                deserved[name] = new
+                if all(request[col] <= new[col] for col in dims) or new == old:
+                    met.add(name)
+                diffs = [now - had for now, had in zip(new, old, strict=True)]
+                increased = [up + diff if diff > 0 else up for up, diff in zip(increased, diffs, strict=True)]
+                decreased = [down - diff if diff < 0 else down for down, diff in zip(decreased, diffs, strict=True)]
+            remaining = [
+                max(left + down - up, 0.0) for left, down, up in zip(remaining, decreased, increased, strict=True)
+            ]
+            if not any(remaining[col] for col in dims) or remaining == before:
                 break
-        self.deserved = deserved
+        return deserved
 
     def deserved_of(self, queue: QueueInfo) -> FloatArray:
-        return self.deserved.get(queue.name, np.zeros(len(self.ssn.index)))
+        found = self._deserved_arrays.get(queue.name)
+        if found is None:
+            listed = self._deserved.get(queue.name)
+            found = np.array(listed, dtype=np.float64) if listed is not None else np.zeros(len(self.ssn.index))
+            self._deserved_arrays[queue.name] = found
+        return found
 
     def _deserved_dims(self, queue: QueueInfo) -> list[tuple[int, float]]:
         """(column, deserved) over the quota dimensions as Python numbers: the per-placement checks below
         run on a handful of numbers, where numpy's per-call cost would dominate."""
         found = self._deserved_cache.get(queue)
         if found is None:
-            deserved = self.deserved_of(queue)
-            found = [(int(col), float(deserved[col])) for col in np.flatnonzero(self.dims)]
+            listed = self._deserved.get(queue.name)
+            found = [(col, listed[col] if listed is not None else 0.0) for col in self._dim_cols]
             self._deserved_cache[queue] = found
         return found
 
@@ -148,24 +191,25 @@ class ProportionPlugin(Plugin):
         )
 
     def _enqueueable(self, job: JobInfo) -> str | None:
+        """Is minResources + allocated + reserved within the queue's real capability on every quota
+        resource the job asks for? In Python numbers (the same int sums, then the same float compare)."""
         queue = job.queue
         if queue.queue.state is not QueueState.OPEN:
             return f"queue {queue.name} is {queue.queue.state.value}"
-        if not job.min_resources.any():
+        asked: list[int] = job.min_resources.tolist()
+        if not any(asked) or queue.name not in self.real_capability:
             return None
-        real = self.real_capability.get(queue.name)
-        if real is None:
-            return None
-        dims = self.dims & (job.min_resources > 0)
-        used = as_float(job.min_resources + queue.allocated + queue.inqueue)
-        col = first_exceeded(used, real, dims)
-        if col is None:
-            return None
-        index = self.ssn.index
-        return (
-            f"queue {queue.name} at capability {index.names[col]} "
-            f"{amount(index, col, float(queue.allocated[col] + queue.inqueue[col]))}/{amount(index, col, real[col])}"
-        )
+        real = self._real_lists[queue.name]
+        allocated: list[int] = queue.allocated.tolist()
+        inqueue: list[int] = queue.inqueue.tolist()
+        for col in self._dim_cols:
+            if asked[col] > 0 and float(asked[col] + allocated[col] + inqueue[col]) > real[col]:
+                index = self.ssn.index
+                return (
+                    f"queue {queue.name} at capability {index.names[col]} "
+                    f"{amount(index, col, float(allocated[col] + inqueue[col]))}/{amount(index, col, real[col])}"
+                )
+        return None
 
     def _reclaimable(self, reclaimer: TaskInfo, candidates: list[TaskInfo]) -> list[TaskInfo]:
         allocations: dict[str, FloatArray] = {}
