@@ -86,12 +86,16 @@ class ProportionPlugin(Plugin):
         `min(old + remaining * weight share, real capability, request)`, then `max(.., guarantee)`."""
         width = len(self._total)
         dims = self._dim_cols
+        real_lists, guarantees = self._real_lists, self._guarantees
         asked = {name: [float(value) for value in request] for name, request in requests}
         deserved = {q.name: [0.0] * width for q in queues}
-        remaining = list(self._total)
+        remaining = self._total
         met: set[str] = set()
         while True:
-            weight = sum(q.queue.weight for q in queues if q.name not in met)
+            weight = 0
+            for q in queues:
+                if q.name not in met:
+                    weight += q.queue.weight
             if weight == 0:
                 break
             before = remaining
@@ -104,23 +108,40 @@ class ProportionPlugin(Plugin):
                 old = deserved[name]
                 part = q.queue.weight / weight
                 request = asked[name]
-                new = [
-                    max(min(had + left * part, real, want), floor)
-                    for had, left, real, want, floor in zip(
-                        old, remaining, self._real_lists[name], request, self._guarantees[name], strict=True
-                    )
-                ]
+                new = []
+                for col, (had, left, real, floor, want) in enumerate(
+                    zip(old, remaining, real_lists[name], guarantees[name], request, strict=True)
+                ):
+                    value = had + left * part  # then min(value, real, want) and max(value, floor), as builtins would
+                    if real < value:
+                        value = real
+                    if want < value:
+                        value = want
+                    if floor > value:
+                        value = floor
+                    new.append(value)
+                    if value > had:  # increased += max(new - old, 0), decreased += max(old - new, 0)
+                        increased[col] += value - had
+                    elif value < had:
+                        decreased[col] -= value - had
                 deserved[name] = new
-                if all(request[col] <= new[col] for col in dims) or new == old:
+                for col in dims:  # met: asks no more than it deserves now, or gained nothing
+                    if not request[col] <= new[col]:
+                        if new == old:
+                            met.add(name)
+                        break
+                else:
                     met.add(name)
-                diffs = [now - had for now, had in zip(new, old, strict=True)]
-                increased = [up + diff if diff > 0 else up for up, diff in zip(increased, diffs, strict=True)]
-                decreased = [down - diff if diff < 0 else down for down, diff in zip(decreased, diffs, strict=True)]
             remaining = [
                 max(left + down - up, 0.0) for left, down, up in zip(remaining, decreased, increased, strict=True)
             ]
-            if not any(remaining[col] for col in dims) or remaining == before:
+            if remaining == before:
                 break
+            for col in dims:
+                if remaining[col]:
+                    break
+            else:
+                break  # nothing left to share on any quota resource
         return deserved
 
     def deserved_of(self, queue: QueueInfo) -> FloatArray:
