@@ -350,9 +350,7 @@ class FragmentationModel:
         free = sum(share)
         untouched = share.count(CARD_MILLI)
         if gpu.shared:
-            exists, whole = table.card_exists[row].tolist(), table.card_whole[row].tolist()
-            mem, used_mem = table.card_mem[row].tolist(), table.card_used_mem[row].tolist()
-            used_milli = table.card_used_milli[row].tolist()
+            exists, whole, mem, used_mem, used_milli = table.card_row(row)
             out = []
             for card, x in enumerate(share):
                 milli_after, mem_after = used_milli[card] + gpu.milli, used_mem[card] + gpu.mem_mib

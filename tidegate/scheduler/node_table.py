@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterable, Sequence
+from typing import NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -72,6 +73,16 @@ def card_count(node: Node) -> int:
     return max(len(node.gpu_memory_mib), whole, numbered)
 
 
+class CardRow(NamedTuple):
+    """One node's GPU cards as Python lists, card by card (see `NodeTable.card_row`)."""
+
+    exists: list[bool]
+    whole: list[bool]  # taken whole by a pod
+    mem: list[int]  # MiB
+    used_mem: list[int]
+    used_milli: list[int]
+
+
 class NodeTable:
     """Columnar node state for one scheduling session."""
 
@@ -125,6 +136,7 @@ class NodeTable:
         self.alloc_rows: list[list[int]] = self.alloc.tolist()
         self.schedulable_rows: list[bool] = self.schedulable.tolist()
         self._used_rows: dict[int, list[int]] = {}
+        self._card_rows: dict[int, CardRow] = {}
 
     def __len__(self) -> int:
         return len(self.names)
@@ -150,6 +162,20 @@ class NodeTable:
             found = self._used_rows[row] = self.used[row].tolist()
         return found
 
+    def card_row(self, row: int) -> CardRow:
+        """The node's cards as Python lists (do not modify), converted on demand and forgotten when a
+        card changes: scalar code reading one node would otherwise pay five numpy conversions."""
+        found = self._card_rows.get(row)
+        if found is None:
+            found = self._card_rows[row] = CardRow(
+                self.card_exists[row].tolist(),
+                self.card_whole[row].tolist(),
+                self.card_mem[row].tolist(),
+                self.card_used_mem[row].tolist(),
+                self.card_used_milli[row].tolist(),
+            )
+        return found
+
     def _card_is_free(self, row: int, card: int) -> bool:
         return bool(
             self.card_exists[row, card]
@@ -168,6 +194,7 @@ class NodeTable:
         self.changes.append(row)
 
     def take_cards(self, row: int, cards: tuple[int, ...], mem_mib: int, milli: int, whole: bool) -> None:
+        self._card_rows.pop(row, None)
         for card in cards:
             was_free = bool(self.card_free_bits[row] >> card & 1)
             if whole:
@@ -181,6 +208,7 @@ class NodeTable:
                 self._set_free(row, card, now_free)
 
     def release_cards(self, row: int, cards: tuple[int, ...], mem_mib: int, milli: int, whole: bool) -> None:
+        self._card_rows.pop(row, None)
         for card in cards:
             was_free = bool(self.card_free_bits[row] >> card & 1)
             if whole:

@@ -297,9 +297,13 @@ class Session:
                 key = (id(queue), id(request))
                 held = deferred.get(key)
                 deferred[key] = (queue, request, 1 if held is None else held[2] + 1)
-        if group.min_resources and job.min_resources.any():
-            requested = sum((t.request for t in job.tasks), np.zeros(len(self.index), np.int64))
-            job.min_within_requests = bool((job.min_resources <= requested).all())
+        minimum: list[int] = job.min_resources.tolist() if group.min_resources else []
+        if any(minimum):  # the pods' requests summed in Python ints (numpy's per-call cost dominates)
+            requested = [0] * len(minimum)
+            for task in tasks:
+                for col, amount in task.request_nonzero:
+                    requested[col] += amount
+            job.min_within_requests = all(least <= asked for least, asked in zip(minimum, requested, strict=True))
         queue.jobs.append(job)
         self.jobs.append(job)
         return job
@@ -325,6 +329,8 @@ class Session:
             if pod.key in self.tasks or pod.key in keys:
                 raise ValueError(f"pod {pod.key} is already in the session")
             keys.add(pod.key)
+            if pod.requests in self._requests:
+                continue  # asked before: every resource it names has a column
             unknown = sorted(name for name in pod.requests if name not in self.index.col)
             if unknown:
                 raise ValueError(f"pod {pod.key} asks for {', '.join(unknown)}, which this session has no column for")

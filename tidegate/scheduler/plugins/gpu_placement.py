@@ -148,12 +148,7 @@ class _Policy:
 
     def _slice_room_row(self, task: TaskInfo, row: int) -> list[int]:
         table, gpu = self.table, task.gpu
-        exists, whole = table.card_exists[row].tolist(), table.card_whole[row].tolist()
-        used_milli, used_mem, mem = (
-            table.card_used_milli[row].tolist(),
-            table.card_used_mem[row].tolist(),
-            table.card_mem[row].tolist(),
-        )
+        exists, whole, mem, used_mem, used_milli = table.card_row(row)
         share = self.shares.row(row)
         return [
             share[c]

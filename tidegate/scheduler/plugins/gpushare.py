@@ -11,6 +11,8 @@ left after placing), when given, overrides the policy's card choice.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import numpy as np
 
 from tidegate.scheduler.framework import Plugin
@@ -82,19 +84,21 @@ class GpuSharePlugin(Plugin):
         if gpu.whole:
             return table.card_free_bits[row].bit_count() >= gpu.whole
         if gpu.shared:
-            exists, whole = table.card_exists[row].tolist(), table.card_whole[row].tolist()
-            mem, used_mem = table.card_mem[row].tolist(), table.card_used_mem[row].tolist()
-            used_milli = table.card_used_milli[row].tolist()
-            for card, present in enumerate(exists):
-                if not present or whole[card]:
-                    continue
-                if gpu.mem_mib and mem[card] - used_mem[card] < gpu.mem_mib:
-                    continue
-                if gpu.milli and CARD_MILLI - used_milli[card] < gpu.milli:
-                    continue
-                return True
-            return False
+            return next(self._slice_cards(task, row), -1) >= 0
         return True
+
+    def _slice_cards(self, task: TaskInfo, row: int) -> Iterator[int]:
+        """`_slice_fits` for one node, in Python ints: the cards the task's slice fits on, ascending."""
+        gpu = task.gpu
+        exists, whole, mem, used_mem, used_milli = self.ssn.table.card_row(row)
+        for card, present in enumerate(exists):
+            if not present or whole[card]:
+                continue
+            if gpu.mem_mib and mem[card] - used_mem[card] < gpu.mem_mib:
+                continue
+            if gpu.milli and CARD_MILLI - used_milli[card] < gpu.milli:
+                continue
+            yield card
 
     def explain(self, task: TaskInfo) -> list[tuple[str, BoolArray]]:
         if task.gpu.whole:
@@ -114,8 +118,7 @@ class GpuSharePlugin(Plugin):
                 chosen.append(lowest.bit_length() - 1)
                 bits ^= lowest
             return tuple(chosen)
-        ok = self._slice_fits(task, np.array([row]))[0]
-        cards = np.flatnonzero(ok)
+        cards = np.array(list(self._slice_cards(task, row)), dtype=np.int64)
         if not len(cards):
             return ()
         if not self.explicit_card_policy:
