@@ -188,6 +188,8 @@ class NodeTable:
     def add_used(self, row: int, request: IntArray, sign: int = 1) -> None:
         if sign == 1:
             self.used[row] += request
+        elif sign == -1:
+            self.used[row] -= request
         else:
             self.used[row] += sign * request
         self._used_rows.pop(row, None)

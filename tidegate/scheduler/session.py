@@ -88,7 +88,12 @@ _PodEntry = tuple[IntArray, tuple[int, ...], GpuRequest, tuple[tuple[int, int], 
 _NO_TASKS = dict.fromkeys(TaskStatus, 0)
 _PENDING = TaskStatus.PENDING  # reading a member through the enum class costs ~0.2 us on Python 3.11
 _ALLOCATED = TaskStatus.ALLOCATED
+_PIPELINED = TaskStatus.PIPELINED
+_RELEASING = TaskStatus.RELEASING
 _FINISHED = frozenset({TaskStatus.SUCCEEDED, TaskStatus.FAILED})
+#: Statuses whose request is counted in the node's used resources, and in the job's and queue's allocation.
+_ON_NODE = frozenset({TaskStatus.ALLOCATED, TaskStatus.RUNNING, TaskStatus.RELEASING})
+_CHARGED = frozenset({TaskStatus.ALLOCATED, TaskStatus.RUNNING, TaskStatus.PIPELINED})
 
 
 def _shape_of(pod: Pod, affinity: NodeAffinity | None) -> tuple[object, ...]:
@@ -303,7 +308,10 @@ class Session:
             for task in tasks:
                 for col, amount in task.request_nonzero:
                     requested[col] += amount
-            job.min_within_requests = all(least <= asked for least, asked in zip(minimum, requested, strict=True))
+            for least, asked in zip(minimum, requested, strict=True):
+                if least > asked:
+                    job.min_within_requests = False
+                    break
         queue.jobs.append(job)
         self.jobs.append(job)
         return job
@@ -577,7 +585,7 @@ class Session:
             # Inline (this runs for nearly every placement): each changed node through the scalar twins.
             row_filters, row_scores = twins
             schedulable, fit, fit_list = self.table.schedulable_rows, cache.fit, cache.fit_list
-            slots = cache.slots
+            scoring = [(vector, values, score) for (vector, values), score in zip(cache.slots, row_scores, strict=True)]
             for row in pending:
                 if not schedulable[row]:
                     continue
@@ -588,7 +596,7 @@ class Session:
                         break
                 fit[row] = fit_list[row] = ok
                 if ok:  # scores are read only where the task fits; a row that stops fitting changes again first
-                    for (vector, score_list), row_score in zip(slots, row_scores, strict=True):
+                    for vector, score_list, row_score in scoring:
                         vector[row] = score_list[row] = row_score(task, row)
             return
         rows = np.array(sorted(pending), dtype=np.int64)
@@ -701,6 +709,12 @@ class Session:
 
     # -- state changes (called by Statement) -------------------------------------------------------
     def _charge_queue(self, job: JobInfo, request: IntArray, sign: int) -> None:
+        if sign == -1:  # in place, no negated copy: the same integers
+            job.allocated -= request
+            job.queue.allocated -= request
+            for ancestor in job.queue.ancestors:
+                ancestor.allocated -= request
+            return
         delta = request if sign == 1 else sign * request
         job.allocated += delta
         job.queue.allocated += delta
@@ -797,17 +811,17 @@ class Session:
         for task in job.tasks:
             status, row = task.status, task.node
             if row >= 0:
-                if status in (TaskStatus.ALLOCATED, TaskStatus.RUNNING, TaskStatus.RELEASING):
+                if status in _ON_NODE:
                     self.table.add_used(row, task.request, -1)
                     if task.cards:
                         self.table.release_cards(row, task.cards, task.gpu.mem_mib, task.gpu.milli, task.gpu.whole > 0)
-                if status is TaskStatus.RELEASING:
+                if status is _RELEASING:
                     self.table.releasing[row] -= task.request
-                elif status is TaskStatus.PIPELINED:
+                elif status is _PIPELINED:
                     self.table.pipelined[row] -= task.request
                     self.table.add_used(row, task.request, -1)
                     self.pipelined.pop(task.key, None)
-            if status in (TaskStatus.ALLOCATED, TaskStatus.RUNNING, TaskStatus.PIPELINED):
+            if status in _CHARGED:
                 self._charge_queue(job, task.request, -1)
             if status not in _FINISHED:
                 queue.request -= task.request

@@ -11,6 +11,7 @@ scored by the nodeorder plugin like any preferred node affinity).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cache
 
 import numpy as np
 
@@ -163,12 +164,25 @@ def sim_jobs(spec: WorkloadSpec, records: list[TraceJob]) -> list[SimJob]:
 
 
 def pod_requests(record: TraceJob) -> Resources:
-    values = {CPU: record.cpu_milli, MEMORY: record.memory_mib * 2**20}
-    if record.gpu_milli >= 1000:
-        values[NVIDIA_GPU] = record.gpus_per_pod * 1000
-    elif record.gpu_milli > 0:
-        values[GPU_MILLI] = record.gpu_milli * 1000
+    return _requests(record.cpu_milli, record.memory_mib, record.gpu_milli, record.gpus_per_pod)
+
+
+@cache
+def _requests(cpu_milli: int, memory_mib: int, gpu_milli: int, gpus_per_pod: int) -> Resources:
+    """One Resources per distinct ask (a trace repeats a few hundred): it hashes once, and the scheduler's
+    per-request caches find it by identity."""
+    values = {CPU: cpu_milli, MEMORY: memory_mib * 2**20}
+    if gpu_milli >= 1000:
+        values[NVIDIA_GPU] = gpus_per_pod * 1000
+    elif gpu_milli > 0:
+        values[GPU_MILLI] = gpu_milli * 1000
     return Resources(values)
+
+
+@cache
+def _scaled(requests: Resources, pods: int) -> Resources:
+    """A gang's minResources, shared like the requests it multiplies."""
+    return requests.scaled(pods)
 
 
 def prefer_idc_and(nodes: tuple[str, ...], weight: int) -> NodeAffinity:
@@ -192,7 +206,7 @@ def to_group(
         name=name,
         queue=job.queue,
         min_member=record.pods,
-        min_resources=requests.scaled(record.pods),
+        min_resources=_scaled(requests, record.pods),
         created=job.submitted,
     )
     selector = PIN_TO_IDC if job.pinned else {}

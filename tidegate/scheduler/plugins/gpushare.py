@@ -11,8 +11,6 @@ left after placing), when given, overrides the policy's card choice.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import numpy as np
 
 from tidegate.scheduler.framework import Plugin
@@ -84,21 +82,26 @@ class GpuSharePlugin(Plugin):
         if gpu.whole:
             return table.card_free_bits[row].bit_count() >= gpu.whole
         if gpu.shared:
-            return next(self._slice_cards(task, row), -1) >= 0
+            return bool(self._slice_cards(task, row, first=True))
         return True
 
-    def _slice_cards(self, task: TaskInfo, row: int) -> Iterator[int]:
-        """`_slice_fits` for one node, in Python ints: the cards the task's slice fits on, ascending."""
-        gpu = task.gpu
+    def _slice_cards(self, task: TaskInfo, row: int, first: bool = False) -> list[int]:
+        """`_slice_fits` for one node, in Python ints: the cards the task's slice fits on, ascending (with
+        `first`, only the first of them)."""
+        mem_mib, milli = task.gpu.mem_mib, task.gpu.milli
         exists, whole, mem, used_mem, used_milli = self.ssn.table.card_row(row)
+        out: list[int] = []
         for card, present in enumerate(exists):
             if not present or whole[card]:
                 continue
-            if gpu.mem_mib and mem[card] - used_mem[card] < gpu.mem_mib:
+            if mem_mib and mem[card] - used_mem[card] < mem_mib:
                 continue
-            if gpu.milli and CARD_MILLI - used_milli[card] < gpu.milli:
+            if milli and CARD_MILLI - used_milli[card] < milli:
                 continue
-            yield card
+            out.append(card)
+            if first:
+                break
+        return out
 
     def explain(self, task: TaskInfo) -> list[tuple[str, BoolArray]]:
         if task.gpu.whole:
@@ -118,7 +121,7 @@ class GpuSharePlugin(Plugin):
                 chosen.append(lowest.bit_length() - 1)
                 bits ^= lowest
             return tuple(chosen)
-        cards = np.array(list(self._slice_cards(task, row)), dtype=np.int64)
+        cards = np.array(self._slice_cards(task, row), dtype=np.int64)
         if not len(cards):
             return ()
         if not self.explicit_card_policy:
