@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from scheduler_builders import CAPACITY, PROPORTION, job, node, queue
 
+from tidegate.scheduler.framework import PluginRegistry
 from tidegate.scheduler.online import OnlineScheduler
+from tidegate.scheduler.plugins import default_registry
+from tidegate.scheduler.plugins.proportion import ProportionPlugin
 
 
 def online(*names: str) -> OnlineScheduler:
@@ -82,3 +85,29 @@ def test_a_small_job_behind_refused_big_ones_is_admitted_when_it_fits() -> None:
     s.remove_group("default/j10")
     s.remove_group("default/hog")
     assert placed(s, 3.0) == ["default/j00", "default/j01"]
+
+
+class Fresh(ProportionPlugin):
+    """Proportion as a plugin that does not reopen in place: every cycle registers everything afresh."""
+
+    reopens_in_place = False
+
+
+def test_plugins_reopened_in_place_decide_as_plugins_registered_afresh() -> None:
+    def scheduler(registry: PluginRegistry) -> OnlineScheduler:
+        nodes = [node(f"n{i}", cpu=16, gpus=4) for i in range(3)]
+        queues = [queue("a", weight=2), queue("b", weight=1)]
+        return OnlineScheduler(nodes, queues, PROPORTION, registry=registry, report_waiting=True)
+
+    fresh = default_registry()
+    fresh.register("proportion", Fresh)
+    kept, renewed = scheduler(default_registry()), scheduler(fresh)
+    first = kept.ssn.ext, renewed.ssn.ext
+    for step in range(12):
+        for s in (kept, renewed):
+            j = job(f"j{step}", queue="ab"[step % 2], replicas=1 + step % 3, requests={"nvidia.com/gpu": 1 + step % 2})
+            s.add_group(j.group, j.pods)
+            if step >= 4 and step % 3 == 1:
+                s.remove_group(f"default/j{step - 4}")
+        assert kept.cycle(float(step)) == renewed.cycle(float(step))
+    assert kept.ssn.ext is first[0] and renewed.ssn.ext is not first[1]

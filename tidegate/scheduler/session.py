@@ -652,7 +652,7 @@ class Session:
     def hopeless(self, job: JobInfo) -> bool:
         """Allocate found every pending pod of the job unplaceable on any node, and neither the node list
         nor the job's pending pods changed since: no action can place it, so cycles skip it."""
-        return job.hopeless_at == (self.table.generation, job.counts[TaskStatus.PENDING])
+        return job.hopeless_at == (self.table.generation, job.counts[_PENDING])
 
     def static_candidates(self, task: TaskInfo) -> BoolArray:
         """Nodes that pass every filter that does not depend on resources (for preempt/reclaim)."""
@@ -893,11 +893,12 @@ class Session:
         table.changes.clear()
 
     def reopen(self, now: float) -> None:
-        """Start a new cycle over the current state: plugins register afresh (shares, deserved and other
-        per-cycle figures are recomputed), admitted jobs' reservations are recounted by enqueue."""
+        """Start a new cycle over the current state: plugins recompute their per-cycle figures (shares,
+        deserved), keeping their registrations while the node table is the same and every plugin reopens
+        in place (else all register afresh); admitted jobs' reservations are recounted by enqueue."""
         self.now = now
         for queue in self.queues.values():
-            queue.inqueue[:] = 0
+            queue.inqueue.fill(0)
         if self._opened_on == self.table.generation and self._in_place:
             for plugin in self.plugins:
                 plugin.on_cycle_open(self)

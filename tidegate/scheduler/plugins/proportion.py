@@ -99,8 +99,7 @@ class ProportionPlugin(Plugin):
             if weight == 0:
                 break
             before = remaining
-            increased = [0.0] * width
-            decreased = [0.0] * width
+            served: list[tuple[list[float], list[float]]] = []  # (old, new) of each queue served this round
             for q in queues:
                 name = q.name
                 if name in met:
@@ -109,8 +108,8 @@ class ProportionPlugin(Plugin):
                 part = q.queue.weight / weight
                 request = asked[name]
                 new = []
-                for col, (had, left, real, floor, want) in enumerate(
-                    zip(old, remaining, real_lists[name], guarantees[name], request, strict=True)
+                for had, left, real, floor, want in zip(
+                    old, remaining, real_lists[name], guarantees[name], request, strict=True
                 ):
                     value = had + left * part  # then min(value, real, want) and max(value, floor), as builtins would
                     if real < value:
@@ -120,11 +119,8 @@ class ProportionPlugin(Plugin):
                     if floor > value:
                         value = floor
                     new.append(value)
-                    if value > had:  # increased += max(new - old, 0), decreased += max(old - new, 0)
-                        increased[col] += value - had
-                    elif value < had:
-                        decreased[col] -= value - had
                 deserved[name] = new
+                served.append((old, new))
                 for col in dims:  # met: asks no more than it deserves now, or gained nothing
                     if not request[col] <= new[col]:
                         if new == old:
@@ -132,6 +128,16 @@ class ProportionPlugin(Plugin):
                         break
                 else:
                     met.add(name)
+            if len(met) == len(queues):
+                break  # the next round would find no weight left: what remains is not needed
+            increased = [0.0] * width
+            decreased = [0.0] * width
+            for old, new in served:  # increased += max(new - old, 0), decreased += max(old - new, 0), queue by queue
+                for col, (value, had) in enumerate(zip(new, old, strict=True)):
+                    if value > had:
+                        increased[col] += value - had
+                    elif value < had:
+                        decreased[col] -= value - had
             remaining = [
                 max(left + down - up, 0.0) for left, down, up in zip(remaining, decreased, increased, strict=True)
             ]
