@@ -89,6 +89,7 @@ _NO_TASKS = dict.fromkeys(TaskStatus, 0)
 _PENDING = TaskStatus.PENDING  # reading a member through the enum class costs ~0.2 us on Python 3.11
 _ALLOCATED = TaskStatus.ALLOCATED
 _PIPELINED = TaskStatus.PIPELINED
+_POD_PENDING = PodPhase.PENDING
 _RELEASING = TaskStatus.RELEASING
 _FINISHED = frozenset({TaskStatus.SUCCEEDED, TaskStatus.FAILED})
 #: Statuses whose request is counted in the node's used resources, and in the job's and queue's allocation.
@@ -290,7 +291,7 @@ class Session:
             if pod.priority > job.priority:
                 job.priority = pod.priority
             self.tasks[pod.key] = task
-            if pod.node_name or pod.nominated_node_name or pod.phase is not PodPhase.PENDING:
+            if pod.node_name or pod.nominated_node_name or pod.phase is not _POD_PENDING:
                 self._account_existing(task)
                 if task.status in _FINISHED:
                     continue  # finished pods ask for nothing (Volcano: request = allocated + pending)
@@ -332,11 +333,12 @@ class Session:
             raise ValueError(f"podgroup {group.key}: queue {group.queue} does not exist")
         keys: set[str] = set()
         for pod in pods:
-            if (pod.namespace, pod.group) != (group.namespace, group.name):
-                raise ValueError(f"pod {pod.key} names PodGroup {pod.group!r}, not {group.name!r}")
-            if pod.key in self.tasks or pod.key in keys:
-                raise ValueError(f"pod {pod.key} is already in the session")
-            keys.add(pod.key)
+            key = pod.key
+            if pod.group != group.name or pod.namespace != group.namespace:
+                raise ValueError(f"pod {key} names PodGroup {pod.group!r}, not {group.name!r}")
+            if key in self.tasks or key in keys:
+                raise ValueError(f"pod {key} is already in the session")
+            keys.add(key)
             if pod.requests in self._requests:
                 continue  # asked before: every resource it names has a column
             unknown = sorted(name for name in pod.requests if name not in self.index.col)

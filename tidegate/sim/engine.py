@@ -287,8 +287,12 @@ class Simulation:
 
     def _start(self, job: SimJob, group_key: str, nodes: list[str], now: float) -> None:
         per_pod = job.gpus / max(len(nodes), 1)
-        local = sum(per_pod for n in nodes if not self.node_pool[n].is_cloud)
-        cloud = sum(per_pod for n in nodes if self.node_pool[n].is_cloud)
+        local = cloud = 0.0  # summed pod by pod, in order, as sum() would
+        for node in nodes:
+            if self.node_pool[node].is_cloud:
+                cloud += per_pod
+            else:
+                local += per_pod
         if job.started is None:
             job.started = now
         run = Running(job, group_key, nodes, local, cloud, now)

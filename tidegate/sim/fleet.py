@@ -49,6 +49,8 @@ class Pool:
     draining: list[str] = field(default_factory=list)
     provisioning: int = 0
     created: int = 0
+    #: What each node offers, parsed from the spec once (every node of a pool is the same).
+    allocatable: Resources | None = field(default=None, repr=False, compare=False)
 
     @property
     def is_cloud(self) -> bool:
@@ -88,10 +90,12 @@ class Pool:
         if self.is_cloud:
             annotations[LATENCY_ANNOTATION] = f"{cluster.latency_ms:g}"
             taints = (Taint(CLOUD_TAINT_KEY, cluster.provider or self.cluster_name, TaintEffect.NO_SCHEDULE),)
-        resources: dict[str, object] = {CPU: spec.cpu, MEMORY: spec.memory, PODS: "110"}
-        if gpus:
-            resources |= {NVIDIA_GPU: gpus, GPU_NUMBER: gpus, GPU_MEMORY: gpus * spec.gpu.memory_mib}
-        allocatable = Resources.parse(resources, f"NodePool {self.name} spec")
+        allocatable = self.allocatable
+        if allocatable is None:
+            resources: dict[str, object] = {CPU: spec.cpu, MEMORY: spec.memory, PODS: "110"}
+            if gpus:
+                resources |= {NVIDIA_GPU: gpus, GPU_NUMBER: gpus, GPU_MEMORY: gpus * spec.gpu.memory_mib}
+            allocatable = self.allocatable = Resources.parse(resources, f"NodePool {self.name} spec")
         return Node(
             name=name,
             allocatable=allocatable,
