@@ -149,6 +149,21 @@ def test_a_reclaimed_job_resumes_from_its_last_checkpoint(
     assert (jobs["b"].started, jobs["b"].finished) == (1001.0, 1501.0)
     assert result.simulation.meter["lost_gpu_seconds"].value == lost_gpu_s
     assert result.simulation.events[0] == (1000.0, "a: restarted (evicted: reclaimed by queue prod for default/b)")
+    # a waited 0 s before its first start and 501 s after the eviction; b waited 1 s
+    end = result.simulation.end
+    assert (jobs["a"].wait_s(end), jobs["b"].wait_s(end)) == (501.0, 1.0)
+    assert result.summary["queued_gpu_hours"] == round((501 * 8 + 1 * 4) / 3600, 1)
+
+
+def test_a_job_still_waiting_at_the_horizon_counts_its_wait_so_far(tmp_path: Path) -> None:
+    # b waits for a until 1,000 s, but the run stops at 600 s: b's wait is at least 600 s.
+    inp = load_simulation([str(write_sim(tmp_path / "sim", TWO_JOBS, ["idc-only"]))])
+    inp.simulations["s"] = inp.simulations["s"].model_copy(update={"until_seconds": 600.0})
+    (result,) = run_simulation(inp)
+    b = next(j for j in result.simulation.jobs if j.name == "b")
+    assert (b.started, b.wait_s(result.simulation.end)) == (None, 600.0)
+    assert (result.summary["wait_p95_s"], result.summary["jobs_unfinished"]) == (570.0, 2)
+    assert result.summary["queued_gpu_hours"] == round(600 * 8 / 3600, 1)
 
 
 def test_a_trace_or_tide_file_that_does_not_exist_is_named_with_its_manifest_and_field(tmp_path: Path) -> None:

@@ -223,6 +223,7 @@ class Simulation:
         return max([0.0, *finishes, *billing]) if self.done else self.clock.now()
 
     def _arrive(self, job: SimJob) -> None:
+        job.queued_since = self.clock.now()
         self._submit(job)
         self._demand(job.gpus)
         self._want_cycle()
@@ -295,6 +296,9 @@ class Simulation:
                 local += per_pod
         if job.started is None:
             job.started = now
+        if job.queued_since is not None:
+            job.waited_s += now - job.queued_since
+            job.queued_since = None
         run = Running(job, group_key, nodes, local, cloud, now)
         self.running[group_key] = run
         for node in nodes:

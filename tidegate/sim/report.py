@@ -37,6 +37,7 @@ ROWS: list[tuple[str, str, str]] = [
     ("local GPU utilisation", "local_gpu_utilization", "pct"),
     ("wait p50", "wait_p50_s", "dur"),
     ("wait p95", "wait_p95_s", "dur"),
+    ("GPU-hours waited in queues", "queued_gpu_hours", "num"),
     ("jobs completed", "jobs_completed", "int"),
     ("jobs unfinished at end", "jobs_unfinished", "int"),
     ("jobs overflowed to cloud", "jobs_overflowed", "int"),
@@ -139,8 +140,9 @@ def _figures(results: list[RunResult]) -> list[tuple[str, str]]:
     for result in results:
         by_queue: dict[str, list[float]] = {}
         for job in result.simulation.jobs:
-            if job.started is not None:
-                by_queue.setdefault(job.home_queue, []).append(max(job.started - job.submitted, 0.1))
+            wait = job.wait_s(result.simulation.end)
+            if wait is not None:
+                by_queue.setdefault(job.home_queue, []).append(max(wait, 0.1))
         for queue, waits in sorted(by_queue.items()):
             values = np.sort(waits)
             ax.plot(

@@ -62,11 +62,13 @@ def summarise(name: str, sim: Outcome, window: float) -> dict[str, Any]:
     idc_gpus = sim.idc_gpus
     waits: dict[str, list[float]] = {}
     all_waits: list[float] = []
+    queued_gpu_s = 0.0  # the waits weighted by the GPUs each job asks: what the percentiles of jobs hide
     for job in sim.jobs:
-        if job.started is None:
+        wait = job.wait_s(end)
+        if wait is None:
             continue
-        wait = job.started - job.submitted
         all_waits.append(wait)
+        queued_gpu_s += wait * job.gpus
         waits.setdefault(job.home_queue, []).append(wait)
     cloud_gpu_hours = cloud_cost = reserved = 0.0
     peak_nodes = 0
@@ -90,6 +92,7 @@ def summarise(name: str, sim: Outcome, window: float) -> dict[str, Any]:
         "cloud_peak_nodes": peak_nodes,
         "wait_p50_s": round(percentile(all_waits, 50), 1),
         "wait_p95_s": round(percentile(all_waits, 95), 1),
+        "queued_gpu_hours": round(queued_gpu_s / 3600, 1),
         "jobs_submitted": len(sim.jobs),
         "jobs_completed": sum(1 for j in sim.jobs if j.finished is not None),
         "jobs_failed": sum(1 for j in sim.jobs if j.failed_reason),

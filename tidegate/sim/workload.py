@@ -74,10 +74,22 @@ class SimJob:
     dataset: str = ""
     #: Seconds the job held its GPUs waiting for data (prefetch, object-store read), over all attempts.
     prefetch_s: float = 0.0
+    #: When the job last entered a queue (its arrival, or a restart after an eviction); None while it
+    #: runs, after it ended, or before it arrived.
+    queued_since: float | None = None
+    #: Seconds spent pending in queues up to its last start, over all attempts.
+    waited_s: float = 0.0
 
     @property
     def name(self) -> str:
         return self.record.job_id
+
+    def wait_s(self, end: float) -> float | None:
+        """Seconds the job waited in queues: before its first start and again after every eviction; a
+        job still waiting at `end` counts up to then (a lower bound). None for a job that never arrived."""
+        if self.queued_since is not None:
+            return self.waited_s + max(end - self.queued_since, 0.0)
+        return self.waited_s if self.started is not None else None
 
     @property
     def gpus(self) -> float:
