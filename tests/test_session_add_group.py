@@ -96,3 +96,17 @@ def test_add_group_refuses_a_pod_the_session_already_has() -> None:
     ssn.add_group(PodGroup(name="a"), [_pod("a")])
     with pytest.raises(ValueError, match="already in the session"):
         ssn.add_group(PodGroup(name="a"), [_pod("a")])
+
+
+def test_the_session_counts_its_best_effort_pods_as_they_come_and_go() -> None:
+    """Backfill skips its pass while the count is 0, so it must follow every added and removed pod."""
+    best_effort = Pod(name="b", requests=Resources({}), group="b")
+    ssn = _session([best_effort, _pod("a")], [PodGroup(name="b"), PodGroup(name="a")])
+    assert ssn.best_effort_tasks == 1
+    added = ssn.add_group(PodGroup(name="c"), [Pod(name="c", requests=Resources({}), group="c")])
+    ssn.add_group(PodGroup(name="d"), [_pod("d")])
+    assert ssn.best_effort_tasks == 2
+    ssn.remove_job(added)
+    ssn.remove_job(ssn.jobs[0])
+    assert ssn.best_effort_tasks == 0
+    assert [ssn.best_effort(task) for job in ssn.jobs for task in job.tasks] == [False, False]

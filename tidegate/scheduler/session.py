@@ -133,6 +133,8 @@ class Session:
         self.hierarchical = any(q.ancestors for q in self.queues.values())
         self.jobs: list[JobInfo] = []
         self.tasks: dict[str, TaskInfo] = {}
+        #: How many of `tasks` are best-effort (see `best_effort`): backfill has nothing to do without one.
+        self.best_effort_tasks = 0
         self.ext = ExtensionPoints()
         self.allocation_log: list[TaskInfo] = []
         #: Pipelined tasks (nominated to a node whose victims are leaving), by key: allocate binds them
@@ -291,6 +293,8 @@ class Session:
             if pod.priority > job.priority:
                 job.priority = pod.priority
             self.tasks[pod.key] = task
+            if self.best_effort(task):
+                self.best_effort_tasks += 1
             if pod.node_name or pod.nominated_node_name or pod.phase is not _POD_PENDING:
                 self._account_existing(task)
                 if task.status in _FINISHED:
@@ -420,6 +424,13 @@ class Session:
 
     def task_key(self, task: TaskInfo) -> tuple[object, ...]:
         return (*[key(task) for key in self.ext.task_order], task.pod.created, task.key)
+
+    def best_effort(self, task: TaskInfo) -> bool:
+        """The task asks for nothing but a pod slot (no resource requests): backfill places it."""
+        pods_col = self.index.col[PODS]
+        if task.request_nonzero:
+            return all(col == pods_col for col, _ in task.request_nonzero)
+        return bool(task.request.sum() == task.request[pods_col])
 
     def in_queue_order(self, queues: Iterable[QueueInfo]) -> list[QueueInfo]:
         """The queues sorted by `queue_key`. One queue needs no key: order keys only read, so leaving
@@ -829,7 +840,8 @@ class Session:
                 queue.request -= task.request
                 for ancestor in queue.ancestors:
                     ancestor.request -= task.request
-            self.tasks.pop(task.key, None)
+            if self.tasks.pop(task.key, None) is not None and self.best_effort(task):
+                self.best_effort_tasks -= 1
         if queue.settled.pop(id(job), None) is None:
             queue.jobs.remove(job)
         self.jobs.remove(job)

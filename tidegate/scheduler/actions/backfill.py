@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from tidegate.scheduler.actions.allocate import schedulable_jobs
-from tidegate.scheduler.info import TaskInfo
 from tidegate.scheduler.session import Session
 
 
@@ -11,15 +10,9 @@ class Backfill:
     name = "backfill"
 
     def execute(self, ssn: Session) -> None:
-        pods_col = ssn.index.col["pods"]
-
-        def best_effort(task: TaskInfo) -> bool:
-            return (
-                all(col == pods_col for col, _ in task.request_nonzero)
-                if task.request_nonzero
-                else bool(task.request.sum() == task.request[pods_col])
-            )
-
+        if not ssn.best_effort_tasks:
+            return  # no best-effort pod in the session (the common case): nothing for backfill to place
+        best_effort = ssn.best_effort
         for queue in ssn.in_queue_order(ssn.queues.values()):
             # Only jobs with a best-effort pod to place: allocate handles the others.
             candidates = [j for j in schedulable_jobs(ssn, queue) if any(best_effort(t) for t in j.pending_tasks())]
