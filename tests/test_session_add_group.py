@@ -109,4 +109,4 @@ def test_the_session_counts_its_best_effort_pods_as_they_come_and_go() -> None:
     ssn.remove_job(added)
     ssn.remove_job(ssn.jobs[0])
     assert ssn.best_effort_tasks == 0
-    assert [ssn.best_effort(task) for job in ssn.jobs for task in job.tasks] == [False, False]
+    assert [task.best_effort for job in ssn.jobs for task in job.tasks] == [False, False]

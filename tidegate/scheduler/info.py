@@ -81,6 +81,8 @@ class TaskInfo:
     shape_id: int = -1
     #: (column, amount) for every resource the request names, in column order (shared by equal requests).
     request_nonzero: tuple[tuple[int, int], ...] = ()
+    #: The pod asks for nothing but its pod slot (no resource requests): backfill's to place, not allocate's.
+    best_effort: bool = False
 
     @property
     def key(self) -> str:

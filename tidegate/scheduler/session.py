@@ -80,10 +80,11 @@ class ShapeCache:
     seen: int  # position in NodeTable.changes already folded in (never ahead of dynamic.seen)
 
 
-#: A request vector, the same as Python ints, the GPU ask it makes, and its (column, amount) pairs.
-_Request = tuple[IntArray, tuple[int, ...], GpuRequest, tuple[tuple[int, int], ...]]
+#: A request vector, the same as Python ints, the GPU ask it makes, its (column, amount) pairs, and whether
+#: it is best-effort (it asks for nothing but the pod slot).
+_Request = tuple[IntArray, tuple[int, ...], GpuRequest, tuple[tuple[int, int], ...], bool]
 #: What a pod's task takes from the session's interning: its _Request, then its shape and shape number.
-_PodEntry = tuple[IntArray, tuple[int, ...], GpuRequest, tuple[tuple[int, int], ...], tuple[object, ...], int]
+_PodEntry = tuple[IntArray, tuple[int, ...], GpuRequest, tuple[tuple[int, int], ...], bool, tuple[object, ...], int]
 #: A new job's counts (copied: iterating the enum for every job shows in profiles).
 _NO_TASKS = dict.fromkeys(TaskStatus, 0)
 _PENDING = TaskStatus.PENDING  # reading a member through the enum class costs ~0.2 us on Python 3.11
@@ -133,7 +134,7 @@ class Session:
         self.hierarchical = any(q.ancestors for q in self.queues.values())
         self.jobs: list[JobInfo] = []
         self.tasks: dict[str, TaskInfo] = {}
-        #: How many of `tasks` are best-effort (see `best_effort`): backfill has nothing to do without one.
+        #: How many of `tasks` are best-effort (`TaskInfo.best_effort`): backfill has nothing to do without one.
         self.best_effort_tasks = 0
         self.ext = ExtensionPoints()
         self.allocation_log: list[TaskInfo] = []
@@ -286,14 +287,16 @@ class Session:
             else:
                 entry = self._pod_entry(pod)
                 by_ident[ident] = (requests, selector, affinity, tolerations, entry)
-            request, request_list, gpu, nonzero, shape, shape_id = entry
-            task = TaskInfo(pod, job, request, gpu, shape, _PENDING, -1, (), request_list, shape_id, nonzero)
+            request, request_list, gpu, nonzero, best_effort, shape, shape_id = entry
+            task = TaskInfo(
+                pod, job, request, gpu, shape, _PENDING, -1, (), request_list, shape_id, nonzero, best_effort
+            )
             tasks.append(task)
             counts[_PENDING] += 1
             if pod.priority > job.priority:
                 job.priority = pod.priority
             self.tasks[pod.key] = task
-            if self.best_effort(task):
+            if best_effort:
                 self.best_effort_tasks += 1
             if pod.node_name or pod.nominated_node_name or pod.phase is not _POD_PENDING:
                 self._account_existing(task)
@@ -360,7 +363,9 @@ class Session:
         if found is None:
             vector = self.vector(requests + ONE_POD)
             listed: tuple[int, ...] = tuple(vector.tolist())
-            found = (vector, listed, GpuRequest.of(pod), tuple((c, a) for c, a in enumerate(listed) if a))
+            nonzero = tuple((c, a) for c, a in enumerate(listed) if a)
+            pods_col = self.index.col[PODS]
+            found = (vector, listed, GpuRequest.of(pod), nonzero, all(c == pods_col for c, _ in nonzero))
             self._requests[requests] = found
         shape = _shape_of(pod, pod.affinity)
         numbered = self._shape_ids.get(shape)
@@ -424,13 +429,6 @@ class Session:
 
     def task_key(self, task: TaskInfo) -> tuple[object, ...]:
         return (*[key(task) for key in self.ext.task_order], task.pod.created, task.key)
-
-    def best_effort(self, task: TaskInfo) -> bool:
-        """The task asks for nothing but a pod slot (no resource requests): backfill places it."""
-        pods_col = self.index.col[PODS]
-        if task.request_nonzero:
-            return all(col == pods_col for col, _ in task.request_nonzero)
-        return bool(task.request.sum() == task.request[pods_col])
 
     def in_queue_order(self, queues: Iterable[QueueInfo]) -> list[QueueInfo]:
         """The queues sorted by `queue_key`. One queue needs no key: order keys only read, so leaving
@@ -840,7 +838,7 @@ class Session:
                 queue.request -= task.request
                 for ancestor in queue.ancestors:
                     ancestor.request -= task.request
-            if self.tasks.pop(task.key, None) is not None and self.best_effort(task):
+            if self.tasks.pop(task.key, None) is not None and task.best_effort:
                 self.best_effort_tasks -= 1
         if queue.settled.pop(id(job), None) is None:
             queue.jobs.remove(job)

@@ -12,14 +12,13 @@ class Backfill:
     def execute(self, ssn: Session) -> None:
         if not ssn.best_effort_tasks:
             return  # no best-effort pod in the session (the common case): nothing for backfill to place
-        best_effort = ssn.best_effort
         for queue in ssn.in_queue_order(ssn.queues.values()):
             # Only jobs with a best-effort pod to place: allocate handles the others.
-            candidates = [j for j in schedulable_jobs(ssn, queue) if any(best_effort(t) for t in j.pending_tasks())]
+            candidates = [j for j in schedulable_jobs(ssn, queue) if any(t.best_effort for t in j.pending_tasks())]
             for job in ssn.in_job_order(candidates):
                 stmt = ssn.statement()
                 for task in sorted(job.pending_tasks(), key=ssn.task_key):
-                    if not best_effort(task):
+                    if not task.best_effort:
                         continue  # not best-effort: allocate handles it
                     # The queue must still take pods (Open, a leaf queue); quotas never bind best-effort pods.
                     reason = ssn.queue_not_allocatable_reason(queue, task)
