@@ -810,7 +810,8 @@ class Session:
             plugin.on_session_close(self)
 
     def final_phase(self, job: JobInfo) -> PodGroupPhase:
-        if job.ready_num > 0 and job.ready_num >= job.min_available:
+        ready = job.ready_num
+        if ready > 0 and ready >= job.min_available:
             return PodGroupPhase.RUNNING
         return PodGroupPhase.PENDING if job.phase is PodGroupPhase.PENDING else PodGroupPhase.INQUEUE
 

@@ -344,7 +344,9 @@ class Simulation:
             self.data.release(run.group_key)
         self.running.pop(run.group_key, None)
         for node in run.nodes:
-            self.node_pods.get(node, set()).discard(run.group_key)
+            groups = self.node_pods.get(node)
+            if groups is not None:
+                groups.discard(run.group_key)
             pool = self.node_pool[node]
             if (
                 node in pool.draining

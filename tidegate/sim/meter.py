@@ -22,7 +22,8 @@ class Level:
         self.area += self.value * (now - self.since)
         self.since = now
         self.value = value
-        self.peak = max(self.peak, value)
+        if value > self.peak:  # max(), without the builtin call: this runs several times per job
+            self.peak = value
         if self.times and self.times[-1] == now:
             self.values[-1] = value
         else:
