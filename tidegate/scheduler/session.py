@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import numpy as np
 
@@ -96,6 +97,18 @@ _FINISHED = frozenset({TaskStatus.SUCCEEDED, TaskStatus.FAILED})
 #: Statuses whose request is counted in the node's used resources, and in the job's and queue's allocation.
 _ON_NODE = frozenset({TaskStatus.ALLOCATED, TaskStatus.RUNNING, TaskStatus.RELEASING})
 _CHARGED = frozenset({TaskStatus.ALLOCATED, TaskStatus.RUNNING, TaskStatus.PIPELINED})
+
+
+_T = TypeVar("_T")
+
+
+def _sorted(items: Iterable[_T], key: Callable[[_T], tuple[object, ...]]) -> list[_T]:
+    """items sorted by key; a lone item is not keyed: order keys only read, so leaving one uncomputed
+    changes nothing, and with one queue or job (the common case) the plugins' share computations are skipped."""
+    out = list(items)
+    if len(out) > 1:
+        out.sort(key=key)
+    return out
 
 
 def _shape_of(pod: Pod, affinity: NodeAffinity | None) -> tuple[object, ...]:
@@ -431,20 +444,12 @@ class Session:
         return (*[key(task) for key in self.ext.task_order], task.pod.created, task.key)
 
     def in_queue_order(self, queues: Iterable[QueueInfo]) -> list[QueueInfo]:
-        """The queues sorted by `queue_key`. One queue needs no key: order keys only read, so leaving
-        one uncomputed changes nothing, and with one queue (the common case) the plugins' share
-        computations are skipped."""
-        out = list(queues)
-        if len(out) > 1:
-            out.sort(key=self.queue_key)
-        return out
+        """The queues sorted by `queue_key` (see `_sorted`)."""
+        return _sorted(queues, self.queue_key)
 
     def in_job_order(self, jobs: Iterable[JobInfo]) -> list[JobInfo]:
-        """The jobs sorted by `job_key`; one job is not keyed (see `in_queue_order`)."""
-        out = list(jobs)
-        if len(out) > 1:
-            out.sort(key=self.job_key)
-        return out
+        """The jobs sorted by `job_key` (see `_sorted`)."""
+        return _sorted(jobs, self.job_key)
 
     # -- votes -------------------------------------------------------------------------------------
     def job_invalid_reason(self, job: JobInfo) -> str | None:
