@@ -6,6 +6,7 @@ last bit of a score, would make placements depend on the refresh path.
 
 from __future__ import annotations
 
+import dataclasses
 import random
 
 import numpy as np
@@ -102,3 +103,42 @@ def test_twins_match_the_vector_forms_bit_for_bit(seed: int, config: SchedulerCo
                     scalar = ext.row_scores[dynamic_score](probe, row)
                     vector = float(dynamic_score(probe, rows)[0])
                     assert scalar == vector and np.signbit(scalar) == np.signbit(vector), (scalar, vector)
+
+
+def _node_state(ssn: Session, row: int) -> tuple[object, ...]:
+    t = ssn.table
+    arrays = (t.alloc, t.used, t.card_exists, t.card_whole, t.card_mem, t.card_used_mem, t.card_used_milli)
+    return tuple(tuple(a[row].tolist()) for a in arrays)
+
+
+@pytest.mark.parametrize("seed", range(25))
+@pytest.mark.parametrize("config", CONFIGS, ids=["default", "weighted"])
+def test_twins_said_to_read_only_node_state_agree_on_nodes_in_one_state(
+    seed: int, config: SchedulerConfiguration
+) -> None:
+    """The session shares these twins' results between nodes with the same `state_id`: nodes get the
+    same number exactly when their resource state is equal, and such twins answer the same on them."""
+    rng = random.Random(seed)
+    snapshot = _snapshot(rng)
+    snapshot.nodes.extend(dataclasses.replace(node, name=f"{node.name}-twin") for node in list(snapshot.nodes))
+    ssn = Session(snapshot, config, default_registry())
+    ext = ssn.ext
+    assert ssn._twins_by_state
+    pure = [t for t in (*ext.row_filters.values(), *ext.row_scores.values()) if t in ext.node_state_only]
+    tasks = list(ssn.tasks.values())
+    numbers: dict[tuple[object, ...], int] = {}
+    for _ in range(30):
+        task = rng.choice(tasks)
+        if task.status is TaskStatus.PENDING:
+            row = rng.randrange(len(ssn.table))
+            ssn.apply_allocate(task, row, ssn.select_cards(task, row), TaskStatus.ALLOCATED)
+        elif rng.random() < 0.3:
+            ssn.undo_allocate(task, task.node, task.cards, TaskStatus.PENDING)
+        by_number: dict[int, int] = {}
+        for row in range(len(ssn.table)):
+            number = ssn.table.state_id(row)
+            assert numbers.setdefault(_node_state(ssn, row), number) == number  # a state keeps its number
+            first = by_number.setdefault(number, row)
+            assert _node_state(ssn, first) == _node_state(ssn, row)
+            for probe in tasks:
+                assert [twin(probe, row) for twin in pure] == [twin(probe, first) for twin in pure]

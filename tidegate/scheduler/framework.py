@@ -148,6 +148,10 @@ class ExtensionPoints:
     #: (whose per-call cost dwarfs the work for one row); otherwise it always uses the vector forms.
     row_filters: dict[DynamicFilter, RowFilter] = field(default_factory=dict)
     row_scores: dict[DynamicScore, RowScore] = field(default_factory=dict)
+    #: Twins whose result depends only on the request and the node's resource state (allocatable, used,
+    #: GPU cards; `NodeTable.state_id`), not on which node it is. When every twin is, results are shared
+    #: by nodes in the same state: most placements and departures leave a node in a state seen before.
+    node_state_only: set[RowFilter | RowScore] = field(default_factory=set)
     card_selector: CardSelector | None = None
     preemptable: list[VictimFilter] = field(default_factory=list)
     reclaimable: list[VictimFilter] = field(default_factory=list)

@@ -38,6 +38,8 @@ _GENERATIONS = itertools.count()
 #: Resources whose per-card use the gpushare plugin tracks in the card matrices.
 CARD_RESOURCES = (GPU_MEMORY, GPU_MILLI)
 _FIRST = (CPU, MEMORY, PODS, NVIDIA_GPU, GPU_MEMORY, GPU_MILLI)
+#: Distinct node states a table numbers before it forgets the oldest (`NodeTable.state_id`).
+MAX_STATES = 1_000_000
 
 
 class ResourceIndex:
@@ -137,6 +139,10 @@ class NodeTable:
         self.schedulable_rows: list[bool] = self.schedulable.tolist()
         self._used_rows: dict[int, list[int]] = {}
         self._card_rows: dict[int, CardRow] = {}
+        self._state_ids: dict[int, int] = {}
+        self._state_numbers: dict[tuple[bytes, ...], int] = {}
+        self._fixed_keys: dict[int, bytes] = {}  # per node: what never changes (allocatable, cards, their memory)
+        self._next_state = itertools.count()
 
     def __len__(self) -> int:
         return len(self.names)
@@ -176,6 +182,33 @@ class NodeTable:
             )
         return found
 
+    def state_id(self, row: int) -> int:
+        """A number for the node's resource state: its allocatable, what is used, and its cards (which
+        exist, their memory, what is taken of each). Nodes in the same state share it, so results that
+        depend only on the request and that state are computed once for all of them; a number is never
+        given to another state while this table lives."""
+        found = self._state_ids.get(row)
+        if found is None:
+            fixed = self._fixed_keys.get(row)
+            if fixed is None:
+                fixed = self._fixed_keys[row] = (
+                    self.alloc[row].tobytes() + self.card_exists[row].tobytes() + self.card_mem[row].tobytes()
+                )
+            key = (
+                fixed,
+                self.used[row].tobytes(),
+                self.card_whole[row].tobytes(),
+                self.card_used_mem[row].tobytes(),
+                self.card_used_milli[row].tobytes(),
+            )
+            found = self._state_numbers.get(key)
+            if found is None:
+                if len(self._state_numbers) >= MAX_STATES:  # forget old states; their numbers are not reused
+                    self._state_numbers.clear()
+                found = self._state_numbers[key] = next(self._next_state)
+            self._state_ids[row] = found
+        return found
+
     def _card_is_free(self, row: int, card: int) -> bool:
         return bool(
             self.card_exists[row, card]
@@ -193,10 +226,12 @@ class NodeTable:
         else:
             self.used[row] += sign * request
         self._used_rows.pop(row, None)
+        self._state_ids.pop(row, None)
         self.changes.append(row)
 
     def take_cards(self, row: int, cards: tuple[int, ...], mem_mib: int, milli: int, whole: bool) -> None:
         self._card_rows.pop(row, None)
+        self._state_ids.pop(row, None)
         for card in cards:
             was_free = bool(self.card_free_bits[row] >> card & 1)
             if whole:
@@ -211,6 +246,7 @@ class NodeTable:
 
     def release_cards(self, row: int, cards: tuple[int, ...], mem_mib: int, milli: int, whole: bool) -> None:
         self._card_rows.pop(row, None)
+        self._state_ids.pop(row, None)
         for card in cards:
             was_free = bool(self.card_free_bits[row] >> card & 1)
             if whole:

@@ -45,6 +45,8 @@ SCALAR_ROWS = 32
 #: Changed nodes patched one by one into a shape's totals (~0.2 us a node); beyond this, the totals are
 #: recomputed whole (~25-35 us on 5,000 nodes).
 SCALAR_TOTAL_ROWS = 128
+#: Results one request keeps by node state before it forgets them (`DynamicCache.by_state`).
+MAX_STATE_RESULTS = 100_000
 
 
 @dataclass(slots=True)
@@ -63,6 +65,8 @@ class DynamicCache:
     score_lists: list[list[float]]
     seen: int  # position in NodeTable.changes already folded in
     slots: list[tuple[FloatArray, list[float]]] = field(default_factory=list)  # (score, its list), paired
+    #: Scalar results by node state (`NodeTable.state_id`): whether the request fits, and its scores there.
+    by_state: dict[int, tuple[bool, tuple[float, ...]]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.slots = list(zip(self.scores, self.score_lists, strict=True))
@@ -392,6 +396,10 @@ class Session:
         for plugin in self.plugins:
             plugin.on_session_open(self)
         self._row_twins = self._scalar_twins()
+        #: Every twin reads only the request and the node's state: results are shared per state.
+        self._twins_by_state = self._row_twins is not None and all(
+            twin in self.ext.node_state_only for twin in (*self._row_twins[0], *self._row_twins[1])
+        )
         self._opened_on = self.table.generation
 
     def _scalar_twins(self) -> tuple[list[RowFilter], list[RowScore]] | None:
@@ -600,20 +608,31 @@ class Session:
         if twins is not None and len(pending) <= SCALAR_ROWS:
             # Inline (this runs for nearly every placement): each changed node through the scalar twins.
             row_filters, row_scores = twins
-            schedulable, fit, fit_list = self.table.schedulable_rows, cache.fit, cache.fit_list
-            scoring = [(vector, values, score) for (vector, values), score in zip(cache.slots, row_scores, strict=True)]
+            table = self.table
+            schedulable, fit, fit_list, slots = table.schedulable_rows, cache.fit, cache.fit_list, cache.slots
+            by_state = cache.by_state if self._twins_by_state else None
+            if by_state is not None and len(by_state) >= MAX_STATE_RESULTS:
+                by_state.clear()
             for row in pending:
                 if not schedulable[row]:
                     continue
-                ok = True
-                for row_filter in row_filters:
-                    if not row_filter(task, row):
-                        ok = False
-                        break
+                state = -1 if by_state is None else table.state_id(row)
+                found = None if by_state is None else by_state.get(state)
+                if found is None:
+                    ok = True
+                    for row_filter in row_filters:
+                        if not row_filter(task, row):
+                            ok = False
+                            break
+                    # scores are read only where the task fits; a row that stops fitting changes again first
+                    found = (ok, tuple([row_score(task, row) for row_score in row_scores]) if ok else ())
+                    if by_state is not None:
+                        by_state[state] = found
+                ok, values = found
                 fit[row] = fit_list[row] = ok
-                if ok:  # scores are read only where the task fits; a row that stops fitting changes again first
-                    for vector, score_list, row_score in scoring:
-                        vector[row] = score_list[row] = row_score(task, row)
+                if ok:
+                    for (vector, score_list), value in zip(slots, values, strict=True):
+                        vector[row] = score_list[row] = value
             return
         rows = np.array(sorted(pending), dtype=np.int64)
         rows = rows[self.table.schedulable[rows]]

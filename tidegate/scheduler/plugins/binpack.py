@@ -31,6 +31,7 @@ class BinpackPlugin(Plugin):
             ssn.ext.dynamic_scores.append(self.dynamic_score)
             if len(self.cols) < PAIRWISE:
                 ssn.ext.row_scores[self.dynamic_score] = self.score_row
+                ssn.ext.node_state_only.add(self.score_row)
 
     def _setup(self, ssn: Session) -> None:
         """Weights and node capacities: fixed while the node table is (a long-lived session rebuilds

@@ -33,6 +33,7 @@ class GpuSharePlugin(Plugin):
             raise ValueError(f"plugin gpushare: gpushare.cardPolicy {self.card_policy!r}: use first-fit or best-fit")
         ssn.ext.dynamic_filters.append(self)
         ssn.ext.row_filters[self] = self.fit_row
+        ssn.ext.node_state_only.add(self.fit_row)
         ssn.ext.card_selector = self.select
         self.explicit_card_policy = "gpushare.cardPolicy" in self.arguments
         self.policy = make_policy(self.str_arg("gpushare.policy", "first-fit"), ssn, self.arguments)

@@ -30,6 +30,7 @@ class NodeOrderPlugin(Plugin):
         if self.least or self.most or self.balanced:
             ssn.ext.dynamic_scores.append(self.dynamic_score)
             ssn.ext.row_scores[self.dynamic_score] = self.score_row
+            ssn.ext.node_state_only.add(self.score_row)
 
     def _setup(self, ssn: Session) -> None:
         """Weights and node capacities: fixed while the node table is (a long-lived session rebuilds

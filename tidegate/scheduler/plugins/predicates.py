@@ -19,6 +19,7 @@ class PredicatesPlugin(Plugin):
         ssn.ext.static_filters.append(self.static_filters)
         ssn.ext.dynamic_filters.append(self)
         ssn.ext.row_filters[self] = self.fit_row
+        ssn.ext.node_state_only.add(self.fit_row)
         self._taint_cache: dict[object, list[tuple[str, BoolArray]]] = {}
 
     def static_filters(self, task: TaskInfo) -> list[tuple[str, BoolArray]]:
