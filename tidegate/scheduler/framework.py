@@ -79,7 +79,7 @@ class CardSelector(Protocol):
 class Plugin:
     """A scheduling policy; subclasses register extension points in on_session_open."""
 
-    name = "plugin"
+    name: ClassVar[str] = "plugin"
     #: The extension points it registers stay valid across the cycles of a long-lived session while the
     #: node table is the same: `Session.reopen` then keeps every registration and calls `on_cycle_open`
     #: on each plugin, when every plugin of the session says so (otherwise each registers afresh).
@@ -185,6 +185,6 @@ class PluginRegistry:
 class Action(Protocol):
     """A step of the scheduling cycle (enqueue, allocate, backfill, preempt, reclaim)."""
 
-    name: str
+    name: ClassVar[str]
 
     def execute(self, ssn: Session) -> None: ...

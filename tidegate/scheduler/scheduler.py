@@ -50,7 +50,7 @@ def _dismantle(ssn: Session) -> None:
         job.tasks = []
     for queue in ssn.queues.values():
         queue.jobs, queue.children, queue.ancestors = [], [], []
-    vars(ssn).clear()  # plugins (and the bound methods the session keeps) point back at the session
+    ssn.forget_plugins()  # plugins (and the bound methods the session keeps) point back at the session
 
 
 @contextmanager

@@ -641,11 +641,11 @@ class Session:
         self._refresh_vectors(task, cache.fit, cache.scores, rows)
         listed = rows.tolist()
         fit_list = cache.fit_list
-        for row, value in zip(listed, cache.fit[rows].tolist(), strict=True):
-            fit_list[row] = value
+        for row, fits in zip(listed, cache.fit[rows].tolist(), strict=True):
+            fit_list[row] = fits
         for vector, score_list in cache.slots:
-            for row, value in zip(listed, vector[rows].tolist(), strict=True):
-                score_list[row] = value
+            for row, score in zip(listed, vector[rows].tolist(), strict=True):
+                score_list[row] = score
 
     def _refresh_vectors(self, task: TaskInfo, fit: BoolArray, scores: list[FloatArray], rows: IntArray) -> None:
         fits: BoolArray | None = None
@@ -832,6 +832,13 @@ class Session:
     def close(self) -> None:
         for plugin in self.plugins:
             plugin.on_session_close(self)
+
+    def forget_plugins(self) -> None:
+        """Drop the plugins and what they registered (the end of a one-cycle session): they point back at
+        the session, and without this cycle reference counting frees it at once."""
+        self.plugins = []
+        self.ext = ExtensionPoints()
+        self._row_twins = None
 
     def final_phase(self, job: JobInfo) -> PodGroupPhase:
         ready = job.ready_num

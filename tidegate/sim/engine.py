@@ -18,7 +18,7 @@ from functools import partial
 import numpy as np
 
 from tidegate.autoscale.hpa import HPAController, HPAControllerConfig, HPASpec, check_hpa, queue_metric_values
-from tidegate.clock import SimClock
+from tidegate.clock import SimClock, Timer
 from tidegate.model.objects import JobAction, JobEvent, Queue
 from tidegate.model.quantity import parse_quantity
 from tidegate.model.resources import Resources
@@ -51,7 +51,7 @@ class Running:
     local_gpus: float
     cloud_gpus: float
     started_at: float
-    timer: object = None
+    timer: Timer | None = None
     #: When the job's work began (its data had arrived); None while it waits for data.
     work_started: float | None = None
 
@@ -378,7 +378,7 @@ class Simulation:
         (all of it when a final checkpoint completed); returns the GPU-seconds of work lost."""
         timer = run.timer
         if timer is not None:
-            timer.cancel()  # type: ignore[attr-defined]
+            timer.cancel()
             run.timer = None
         job = run.job
         start = run.work_started if run.work_started is not None else stopped_at  # still fetching data: no work yet

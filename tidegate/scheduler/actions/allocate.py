@@ -9,6 +9,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Iterator
 from itertools import count
+from typing import ClassVar
 
 from tidegate.model.objects import PodGroupPhase
 from tidegate.scheduler.info import JobInfo, QueueInfo, TaskInfo, TaskStatus
@@ -65,7 +66,7 @@ class _Line:
 
 
 class Allocate:
-    name = "allocate"
+    name: ClassVar[str] = "allocate"
 
     def execute(self, ssn: Session) -> None:
         bind_nominated(ssn)

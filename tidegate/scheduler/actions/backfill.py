@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from tidegate.scheduler.actions.allocate import schedulable_jobs
 from tidegate.scheduler.session import Session
 
 
 class Backfill:
-    name = "backfill"
+    name: ClassVar[str] = "backfill"
 
     def execute(self, ssn: Session) -> None:
         if not ssn.best_effort_tasks:

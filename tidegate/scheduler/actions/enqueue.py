@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import ClassVar
 
 import numpy as np
 
@@ -62,7 +63,7 @@ class Enqueue:
     and no lower usage look only at jobs that arrived since; a Volcano queue with a long backlog then costs
     its arrivals per cycle, not its backlog."""
 
-    name = "enqueue"
+    name: ClassVar[str] = "enqueue"
 
     def execute(self, ssn: Session) -> None:
         pending_phase = PodGroupPhase.PENDING

@@ -5,6 +5,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from functools import partial
+from typing import ClassVar
 
 import numpy as np
 
@@ -132,7 +133,7 @@ class EvictionAction(ABC):
     """Shared loop of preempt and reclaim: for each queue in order, each starving job evicts victims
     for its pending pods through one statement, kept only if the job is then pipelined (gang)."""
 
-    name = ""
+    name: ClassVar[str] = ""
     reason = ""
 
     def skip_queue(self, ssn: Session, queue: QueueInfo) -> bool:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import partial
+from typing import ClassVar
 
 from tidegate.scheduler.actions.eviction import EvictionAction, VictimFilter
 from tidegate.scheduler.info import QueueInfo, TaskInfo
@@ -15,7 +16,7 @@ def _queue_takes(ssn: Session, queue: QueueInfo, task: TaskInfo) -> bool:
 
 
 class Preempt(EvictionAction):
-    name = "preempt"
+    name: ClassVar[str] = "preempt"
     reason = "preempted by {job} (higher priority in queue {queue})"
 
     def eligible(self, queue: QueueInfo, preemptor: TaskInfo, victim: TaskInfo) -> bool:

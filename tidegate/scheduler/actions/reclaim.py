@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from tidegate.scheduler.actions.eviction import EvictionAction, VictimFilter
 from tidegate.scheduler.info import QueueInfo, TaskInfo
 from tidegate.scheduler.session import Session
 
 
 class Reclaim(EvictionAction):
-    name = "reclaim"
+    name: ClassVar[str] = "reclaim"
     reason = "reclaimed by queue {queue} for {job}"
 
     def skip_queue(self, ssn: Session, queue: QueueInfo) -> bool:

@@ -6,6 +6,8 @@ binpack.resources ("nvidia.com/gpu, ...") and binpack.resources.<name> (weight, 
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import numpy as np
 
 from tidegate.model.resources import CPU, MEMORY
@@ -20,7 +22,7 @@ PAIRWISE = 8
 
 
 class BinpackPlugin(Plugin):
-    name = "binpack"
+    name: ClassVar[str] = "binpack"
     reopens_in_place = True  # its score reads the request and the node table
 
     def on_session_open(self, ssn: Session) -> None:

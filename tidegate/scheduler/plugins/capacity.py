@@ -10,7 +10,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -23,7 +23,7 @@ from tidegate.scheduler.session import Session
 
 
 class CapacityPlugin(Plugin):
-    name = "capacity"
+    name: ClassVar[str] = "capacity"
     reopens_in_place = True  # on_cycle_open recomputes the quotas; the votes are methods reading them
 
     def on_session_open(self, ssn: Session) -> None:

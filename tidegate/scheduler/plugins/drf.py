@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -13,7 +13,7 @@ from tidegate.scheduler.session import Session
 
 
 class DrfPlugin(Plugin):
-    name = "drf"
+    name: ClassVar[str] = "drf"
     reopens_in_place = True  # see on_cycle_open
 
     def on_session_open(self, ssn: Session) -> None:

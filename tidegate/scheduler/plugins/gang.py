@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from tidegate.scheduler.framework import Plugin
 from tidegate.scheduler.info import READY_STATUSES, VALID_STATUSES, JobInfo, TaskInfo
@@ -18,7 +18,7 @@ def _task_counts(job: JobInfo, statuses: frozenset[Any]) -> dict[str, int]:
 
 
 class GangPlugin(Plugin):
-    name = "gang"
+    name: ClassVar[str] = "gang"
     reopens_in_place = True  # its votes and keys read only the job
 
     def on_session_open(self, ssn: Session) -> None:

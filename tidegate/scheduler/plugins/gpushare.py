@@ -11,6 +11,8 @@ left after placing), when given, overrides the policy's card choice.
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import numpy as np
 
 from tidegate.scheduler.framework import Plugin
@@ -23,7 +25,7 @@ CARD_MILLI = 1000
 
 
 class GpuSharePlugin(Plugin):
-    name = "gpushare"
+    name: ClassVar[str] = "gpushare"
     reopens_in_place = True  # see on_cycle_open
 
     def on_session_open(self, ssn: Session) -> None:

@@ -6,6 +6,8 @@ balancedresource.weight 1, nodeaffinity.weight 2, tainttoleration.weight 3. Each
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import numpy as np
 
 from tidegate.model.resources import CPU, MEMORY
@@ -18,7 +20,7 @@ MAX_SCORE = 100.0
 
 
 class NodeOrderPlugin(Plugin):
-    name = "nodeorder"
+    name: ClassVar[str] = "nodeorder"
     reopens_in_place = True  # its scores read the pod and the node table
 
     def on_session_open(self, ssn: Session) -> None:

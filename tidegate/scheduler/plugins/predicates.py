@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import numpy as np
 
 from tidegate.scheduler.framework import Plugin
@@ -11,7 +13,7 @@ from tidegate.scheduler.session import Session
 
 
 class PredicatesPlugin(Plugin):
-    name = "predicates"
+    name: ClassVar[str] = "predicates"
     reopens_in_place = True  # its filters read the pod and the node table (its taint cache is the table's)
 
     def on_session_open(self, ssn: Session) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from tidegate.scheduler.framework import Plugin
 from tidegate.scheduler.info import JobInfo, TaskInfo
@@ -10,7 +10,7 @@ from tidegate.scheduler.session import Session
 
 
 class PriorityPlugin(Plugin):
-    name = "priority"
+    name: ClassVar[str] = "priority"
     reopens_in_place = True  # its keys and votes read only the job or task
 
     def on_session_open(self, ssn: Session) -> None:

@@ -7,7 +7,7 @@ back and the reclaim action takes resources back from queues above theirs.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -20,7 +20,7 @@ from tidegate.scheduler.session import Session
 
 
 class ProportionPlugin(Plugin):
-    name = "proportion"
+    name: ClassVar[str] = "proportion"
     reopens_in_place = True  # on_cycle_open recomputes the quotas; the votes are methods reading them
 
     def on_session_open(self, ssn: Session) -> None:
