@@ -47,6 +47,8 @@ SCALAR_ROWS = 32
 SCALAR_TOTAL_ROWS = 128
 #: Results one request keeps by node state before it forgets them (`DynamicCache.by_state`).
 MAX_STATE_RESULTS = 100_000
+#: Rows the scalar path may refresh in a request's lists before its arrays catch up.
+MAX_STALE_ROWS = 1024
 
 
 @dataclass(slots=True)
@@ -56,7 +58,8 @@ class DynamicCache:
     Pods asking the same resources share it whatever their selectors and tolerations: dynamic
     filters and scores read only the request. `scores` holds each dynamic score's vector, in
     registration order; both are meaningful only where `fit` is True. The lists mirror the
-    arrays for the scalar path (reading numpy one element at a time costs more than the sum).
+    arrays for the scalar path (reading numpy one element at a time costs more than the sum),
+    which writes only the lists: the arrays catch up on the rows it wrote (`stale`) when read.
     """
 
     fit: BoolArray
@@ -67,9 +70,21 @@ class DynamicCache:
     slots: list[tuple[FloatArray, list[float]]] = field(default_factory=list)  # (score, its list), paired
     #: Scalar results by node state (`NodeTable.state_id`): whether the request fits, and its scores there.
     by_state: dict[int, tuple[bool, tuple[float, ...]]] = field(default_factory=dict)
+    #: Rows whose lists the scalar path refreshed and the arrays do not show yet (repeats allowed).
+    stale: list[int] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.slots = list(zip(self.scores, self.score_lists, strict=True))
+
+    def sync_arrays(self) -> None:
+        """Copy the stale rows from the lists into the arrays (one numpy call per vector, not per row)."""
+        stale = self.stale
+        if stale:
+            rows = np.array(stale, dtype=np.int64)
+            self.fit[rows] = [self.fit_list[row] for row in stale]
+            for vector, values in self.slots:
+                vector[rows] = [values[row] for row in stale]
+            self.stale = []
 
 
 @dataclass(slots=True)
@@ -575,6 +590,7 @@ class Session:
     @staticmethod
     def _totals(mask: BoolArray, static: FloatArray, dynamic: DynamicCache) -> FloatArray:
         """Static score plus each dynamic score (in that order, as floats add), -inf where the pod cannot go."""
+        dynamic.sync_arrays()
         if not dynamic.scores:
             score = static
         else:
@@ -609,10 +625,18 @@ class Session:
             # Inline (this runs for nearly every placement): each changed node through the scalar twins.
             row_filters, row_scores = twins
             table = self.table
-            schedulable, fit, fit_list, slots = table.schedulable_rows, cache.fit, cache.fit_list, cache.slots
+            schedulable, fit_list, score_lists, stale = (
+                table.schedulable_rows,
+                cache.fit_list,
+                cache.score_lists,
+                cache.stale,
+            )
             by_state = cache.by_state if self._twins_by_state else None
             if by_state is not None and len(by_state) >= MAX_STATE_RESULTS:
                 by_state.clear()
+            if len(stale) >= MAX_STALE_ROWS:
+                cache.sync_arrays()
+                stale = cache.stale
             for row in pending:
                 if not schedulable[row]:
                     continue
@@ -629,11 +653,13 @@ class Session:
                     if by_state is not None:
                         by_state[state] = found
                 ok, values = found
-                fit[row] = fit_list[row] = ok
+                fit_list[row] = ok
+                stale.append(row)
                 if ok:
-                    for (vector, score_list), value in zip(slots, values, strict=True):
-                        vector[row] = score_list[row] = value
+                    for score_list, value in zip(score_lists, values, strict=True):
+                        score_list[row] = value
             return
+        cache.sync_arrays()
         rows = np.array(sorted(pending), dtype=np.int64)
         rows = rows[self.table.schedulable[rows]]
         if not len(rows):
