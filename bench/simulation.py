@@ -8,8 +8,10 @@ Two workloads, each with the reference measured in the same run:
 
 The baseline is the same engine driving `SnapshotCore`: a fresh `schedule(snapshot, config)` every
 cycle, as a control plane that rebuilds its view each time would (O(cluster) a cycle). It is measured
-on a prefix of the replay (`--baseline-jobs`), which is enough for a rate. Wall time by
-time.perf_counter, one process (`workers=1`) so the figure is the engine's, not the CPU count's.
+on a prefix of the replay (`--baseline-jobs`), which is enough for a rate. The whole replay is also run
+by `CountingCore`, which does no scheduling work: the engine's floor, so what the scheduling core costs a
+job is the difference. Wall time by time.perf_counter, one process (`workers=1`) so the figure is the
+engine's, not the CPU count's.
 
 python -m bench.simulation             # full run (a few minutes)
 python -m bench.simulation --quick     # prefixes only: a smoke run, not for the record
@@ -21,15 +23,18 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import time
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from bench.run_all import BENCHMARKS_MD, write
-from tidegate.model.objects import Queue
+from tidegate.model.objects import Node, Pod, PodGroup, PodGroupPhase, Queue
+from tidegate.model.resources import GPU_MEMORY, GPU_MILLI, NVIDIA_GPU
+from tidegate.scheduler.snapshot import Bind, Decisions, GroupStatus
 from tidegate.sim.core import Core, SnapshotCore
 from tidegate.sim.loader import SimulationInput, load_simulation
-from tidegate.sim.run import run_simulation
+from tidegate.sim.run import CoreFactory, run_simulation
 
 ROOT = Path(__file__).resolve().parent.parent
 OPENB = ROOT.parent / "shared" / "data" / "alibaba-openb" / "openb_pod_list_default.csv"
@@ -38,6 +43,8 @@ START = "<!-- bench:simulation:start -->"
 END = "<!-- bench:simulation:end -->"
 #: From the issue: simulated jobs per wall-second on trace replay.
 TARGET_JOBS_PER_S = 10_000
+FLOOR = "CountingCore (engine floor)"
+CARD = 1000  # one GPU in canonical units
 
 REPLAY = """
 apiVersion: scheduling.volcano.sh/v1beta1
@@ -104,12 +111,85 @@ def snapshot_core(inp: SimulationInput, queues: list[Queue]) -> Core:
     return SnapshotCore(queues, inp.config)
 
 
-def timed(workload: str, core: str, inp: SimulationInput, baseline: bool) -> list[Row]:
+class CountingCore:
+    """The engine's floor: a core that does no scheduling work. Each pod takes the first node with enough
+    whole GPUs left (a GPU slice counts as one card); no queues, plugins or reasons. It is not a scheduler:
+    run under the same engine, it shows what the engine itself costs a job, so the rest of a replay's time
+    is the scheduling core's."""
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+        self.free: list[int] = []
+        self.row: dict[str, int] = {}
+        self.first = 0  # no node before this one has a card free
+        self.groups: dict[str, tuple[PodGroup, list[Pod]]] = {}
+        self.placed: dict[str, list[tuple[int, int]]] = {}
+
+    def add_nodes(self, nodes: Sequence[Node]) -> None:
+        for node in nodes:
+            self.row[node.name] = len(self.names)
+            self.names.append(node.name)
+            self.free.append(node.allocatable[NVIDIA_GPU])
+
+    def remove_nodes(self, names: Iterable[str]) -> None:
+        for name in names:
+            self.free[self.row[name]] = 0
+
+    def set_schedulable(self, name: str, schedulable: bool) -> None:
+        pass
+
+    def add_group(self, group: PodGroup, pods: Sequence[Pod]) -> None:
+        self.groups[group.key] = (group, list(pods))
+
+    def remove_group(self, key: str) -> None:
+        self.groups.pop(key, None)
+        for row, cards in self.placed.pop(key, ()):
+            self.free[row] += cards
+            self.first = min(self.first, row)
+
+    def set_queue(self, queue: Queue) -> None:
+        pass
+
+    def cycle(self, now: float) -> Decisions:
+        decisions = Decisions()
+        free = self.free
+        while self.first < len(free) and free[self.first] < CARD:
+            self.first += 1
+        for key, (group, pods) in self.groups.items():
+            if key in self.placed:
+                continue
+            taken: list[tuple[int, int]] = []
+            for pod in pods:
+                asks = pod.requests
+                cards = asks[NVIDIA_GPU] or (CARD if asks[GPU_MEMORY] or asks[GPU_MILLI] else 0)
+                row = next((r for r in range(self.first, len(free)) if free[r] >= cards), None)
+                if row is None:
+                    break
+                free[row] -= cards
+                taken.append((row, cards))
+            if len(taken) < len(pods):
+                for row, cards in taken:
+                    free[row] += cards
+                continue
+            self.placed[key] = taken
+            decisions.binds += [Bind(pod.key, self.names[row]) for pod, (row, _) in zip(pods, taken, strict=True)]
+            decisions.groups.append(GroupStatus(key, group.queue, PodGroupPhase.RUNNING))
+        return decisions
+
+    def pending_reason(self, key: str) -> str:
+        return ""
+
+
+def counting_core(inp: SimulationInput, queues: list[Queue]) -> Core:
+    return CountingCore()
+
+
+def timed(workload: str, core: str, inp: SimulationInput, factory: CoreFactory | None = None) -> list[Row]:
     rows = []
     for scenario in inp.simulations[next(iter(inp.simulations))].scenarios:
         one = _only(inp, scenario)
         start = time.perf_counter()
-        (result,) = run_simulation(one, core_factory=snapshot_core if baseline else None, workers=1)
+        (result,) = run_simulation(one, core_factory=factory, workers=1)
         seconds = time.perf_counter() - start
         summary: dict[str, Any] = result.summary
         several = len(inp.simulations[next(iter(inp.simulations))].scenarios) > 1
@@ -127,11 +207,13 @@ def _only(inp: SimulationInput, scenario: str) -> SimulationInput:
 def run(quick: bool, baseline_jobs: int, work: Path) -> list[Row]:
     rows = []
     prefix = replay_input(work / "prefix", baseline_jobs)
-    rows += timed(f"openb replay, first {baseline_jobs} jobs", "SnapshotCore (baseline)", prefix, baseline=True)
-    rows += timed(f"openb replay, first {baseline_jobs} jobs", "OnlineScheduler", prefix, baseline=False)
+    rows += timed(f"openb replay, first {baseline_jobs} jobs", "SnapshotCore (baseline)", prefix, snapshot_core)
+    rows += timed(f"openb replay, first {baseline_jobs} jobs", "OnlineScheduler", prefix)
     if not quick:
-        rows += timed("openb replay, all jobs", "OnlineScheduler", replay_input(work / "all", 0), baseline=False)
-        rows += timed("synthetic month", "OnlineScheduler", load_simulation([str(HYBRID)]), baseline=False)
+        replay = replay_input(work / "all", 0)
+        rows += timed("openb replay, all jobs", "OnlineScheduler", replay)
+        rows += timed("openb replay, all jobs", FLOOR, replay, counting_core)
+        rows += timed("synthetic month", "OnlineScheduler", load_simulation([str(HYBRID)]))
     return rows
 
 
@@ -151,11 +233,18 @@ def summary(rows: list[Row]) -> str:
     base = next(r for r in rows if r.core.startswith("SnapshotCore"))
     same = next(r for r in rows if r.workload == base.workload and r is not base)
     out = [f"Online core vs the snapshot baseline on the same prefix: **{same.jobs_per_s / base.jobs_per_s:.1f}x**."]
-    full = [r for r in rows if r.workload == "openb replay, all jobs"]
+    full = [r for r in rows if r.workload == "openb replay, all jobs" and r.core == "OnlineScheduler"]
     if full:
         rate = full[0].jobs_per_s
         verdict = "met" if rate >= TARGET_JOBS_PER_S else "**not met**"
         out.append(f"Trace replay: {rate:,.0f} jobs/s against the target of {TARGET_JOBS_PER_S:,} ({verdict}).")
+        floor = next((r for r in rows if r.workload == full[0].workload and r.core == FLOOR), None)
+        if floor is not None:
+            core_us = (full[0].seconds - floor.seconds) / full[0].jobs * 1e6
+            out.append(
+                f"The engine with a core that does no scheduling work: {floor.jobs_per_s:,.0f} jobs/s; "
+                f"the scheduling core's share is about {core_us:,.0f} µs a job."
+            )
     return "\n".join(out) + "\n"
 
 

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
-from bench.simulation import main, replay_input, snapshot_core, table, timed
+from bench.simulation import FLOOR, counting_core, main, replay_input, snapshot_core, summary, table, timed
 from tidegate.sim.run import run_simulation
 
 
@@ -17,7 +18,7 @@ def test_both_cores_replay_the_openb_prefix_alike(tmp_path: Path) -> None:
 
 
 def test_rows_and_report(tmp_path: Path) -> None:
-    rows = timed("openb", "OnlineScheduler", replay_input(tmp_path / "replay", 30), baseline=False)
+    rows = timed("openb", "OnlineScheduler", replay_input(tmp_path / "replay", 30))
     assert rows[0].jobs == 30 and rows[0].jobs_per_s > 0
     assert "| openb | OnlineScheduler | 30 |" in table(rows)
 
@@ -27,3 +28,16 @@ def test_quick_run_writes_its_block(tmp_path: Path) -> None:
     target.write_text("# Benchmarks\n")
     assert main(["--quick", "--baseline-jobs", "20", "--work", str(tmp_path / "w"), "--write-to", str(target)]) == 0
     assert "<!-- bench:simulation:start -->" in target.read_text()
+
+
+def test_the_engine_floor_runs_every_job_and_is_reported(tmp_path: Path) -> None:
+    inp = replay_input(tmp_path / "replay", 200)
+    (floor,) = run_simulation(inp, core_factory=counting_core, workers=1)
+    assert floor.summary["jobs_completed"] == floor.summary["jobs_submitted"] == 200
+    online = timed("openb replay, all jobs", "OnlineScheduler", inp)
+    counted = timed("openb replay, all jobs", FLOOR, inp, counting_core)
+    base = timed(
+        "openb replay, first 20 jobs", "SnapshotCore (baseline)", replay_input(tmp_path / "p", 20), snapshot_core
+    )
+    text = summary([*base, dataclasses.replace(base[0], core="OnlineScheduler"), *online, *counted])
+    assert "The engine with a core that does no scheduling work" in text and "µs a job" in text
