@@ -39,7 +39,7 @@ _GENERATIONS = itertools.count()
 CARD_RESOURCES = (GPU_MEMORY, GPU_MILLI)
 _FIRST = (CPU, MEMORY, PODS, NVIDIA_GPU, GPU_MEMORY, GPU_MILLI)
 #: Distinct node states a table numbers before it forgets the oldest (`NodeTable.state_id`).
-MAX_STATES = 1_000_000
+MAX_STATES = 65_536
 
 
 class ResourceIndex:

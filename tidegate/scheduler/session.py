@@ -46,7 +46,7 @@ SCALAR_ROWS = 32
 #: recomputed whole (~25-35 us on 5,000 nodes).
 SCALAR_TOTAL_ROWS = 128
 #: Results one request keeps by node state before it forgets them (`DynamicCache.by_state`).
-MAX_STATE_RESULTS = 100_000
+MAX_STATE_RESULTS = 8_192
 #: Rows the scalar path may refresh in a request's lists before its arrays catch up.
 MAX_STALE_ROWS = 1024
 
