@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
 from scheduler_builders import CAPACITY, PROPORTION, job, node, queue
 
+from bench.simulation import replay_input
+from tidegate.scheduler import node_table, session
 from tidegate.scheduler.framework import PluginRegistry
 from tidegate.scheduler.online import OnlineScheduler
 from tidegate.scheduler.plugins import default_registry
 from tidegate.scheduler.plugins.proportion import ProportionPlugin
+from tidegate.scheduler.snapshot import Decisions
+from tidegate.sim.loader import SimulationInput
+from tidegate.sim.run import run_simulation
 
 
 def online(*names: str) -> OnlineScheduler:
@@ -111,3 +119,39 @@ def test_plugins_reopened_in_place_decide_as_plugins_registered_afresh() -> None
                 s.remove_group(f"default/j{step - 4}")
         assert kept.cycle(float(step)) == renewed.cycle(float(step))
     assert kept.ssn.ext is first[0] and renewed.ssn.ext is not first[1]
+
+
+def _replay_binds(
+    inp: SimulationInput, monkeypatch: pytest.MonkeyPatch
+) -> list[tuple[float, str, str, tuple[int, ...]]]:
+    """Every bind of a replay, with its time, node and GPU cards."""
+    binds: list[tuple[float, str, str, tuple[int, ...]]] = []
+    cycle = OnlineScheduler.cycle
+
+    def recording(self: OnlineScheduler, now: float) -> Decisions:
+        decisions = cycle(self, now)
+        binds.extend((now, b.pod, b.node, b.gpu_indices) for b in decisions.binds)
+        return decisions
+
+    with monkeypatch.context() as patch:
+        patch.setattr(OnlineScheduler, "cycle", recording)
+        run_simulation(inp, workers=1)
+    return binds
+
+
+@pytest.mark.parametrize(
+    "bounds",
+    [{"MAX_STATES": 3}, {"MAX_STATE_RESULTS": 2, "MAX_STALE_ROWS": 2}],
+    ids=["states", "results"],
+)
+def test_forgetting_node_states_changes_no_placement(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, bounds: dict[str, int]
+) -> None:
+    """The node-state memo is bounded; once it forgets (states numbered anew, results dropped, arrays
+    caught up early) the replay places every pod where it did with room to spare."""
+    inp = replay_input(tmp_path / "replay", 300)
+    roomy = _replay_binds(inp, monkeypatch)
+    for name, value in bounds.items():
+        monkeypatch.setattr(node_table if name == "MAX_STATES" else session, name, value)
+    assert _replay_binds(inp, monkeypatch) == roomy
+    assert len(roomy) == 300
