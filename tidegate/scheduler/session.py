@@ -874,7 +874,9 @@ class Session:
 
     # -- a session that lives across cycles (the simulator, the live loop) -------------------------
     def remove_job(self, job: JobInfo) -> None:
-        """Forget a job that finished or was deleted: its pods free their nodes, cards and quota."""
+        """Forget a job that finished or was deleted: its pods free their nodes, cards and quota. The job
+        keeps no tasks: they point back at it, and a long-lived session forgets thousands of jobs, which
+        reference counting then frees at once instead of the cyclic collector finding them later."""
         self.freed += 1
         queue = job.queue
         for task in job.tasks:
@@ -901,6 +903,7 @@ class Session:
         if queue.settled.pop(id(job), None) is None:
             queue.jobs.remove(job)
         self.jobs.remove(job)
+        job.tasks = []
 
     def settle(self, job: JobInfo) -> bool:
         """Set a fully placed gang aside so cycles stop looking at it; True if it was settled."""

@@ -9,9 +9,11 @@ Controllers run against a `Clock` (a `SimClock` here), so the same code can run 
 from __future__ import annotations
 
 import dataclasses
+import gc
 import math
 import zlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import partial
 
@@ -92,6 +94,22 @@ class Outcome:
     budget_changes: int = 0
     #: The link outages' events (cuts, restores, every job they touched), also among `events`.
     outage_events: list[tuple[float, str]] = field(default_factory=list)
+
+
+@contextmanager
+def _heap_frozen() -> Iterator[None]:
+    """Keep what exists before a run (modules, the workload, the nodes) out of the cyclic collector's passes
+    while it runs, and give it back afterwards. That heap outlives the run, yet each full pass walked all of
+    it (about 1.5 % of the openb replay); the run's own objects are still collected (finished jobs are freed
+    by reference counting). Left alone when the process has frozen objects itself (before forking, say)."""
+    if gc.get_freeze_count():
+        yield
+        return
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
 
 
 def static_quotas(queues: list[Queue]) -> list[Queue]:
@@ -203,10 +221,11 @@ class Simulation:
             self.outages.schedule()
         horizon = self.sim.until_seconds or math.inf
         step = 6 * 3600.0
-        while clock.peek() is not None and clock.now() < horizon and not self.done:
-            clock.run(until=min(clock.now() + step, horizon))
-            if self.on_progress:
-                self.on_progress(clock.now())
+        with _heap_frozen():
+            while clock.peek() is not None and clock.now() < horizon and not self.done:
+                clock.run(until=min(clock.now() + step, horizon))
+                if self.on_progress:
+                    self.on_progress(clock.now())
         self.end = min(clock.now(), self.last_change)
 
     @property
@@ -367,6 +386,7 @@ class Simulation:
         self._want_cycle()
 
     def _finish(self, run: Running) -> None:
+        run.timer = None  # its event points back at the run: unlinked, reference counting frees both
         self.terminating.discard(run.group_key)
         self._release(run)
         run.job.finished = self.clock.now()
