@@ -176,6 +176,9 @@ class CountingCore:
             decisions.groups.append(GroupStatus(key, group.queue, PodGroupPhase.RUNNING))
         return decisions
 
+    def idle(self) -> bool:
+        return len(self.placed) == len(self.groups)  # every group placed (and removing one keeps it so)
+
     def pending_reason(self, key: str) -> str:
         return ""
 

@@ -233,3 +233,28 @@ def test_finished_jobs_leave_no_cyclic_garbage(tmp_path: Path) -> None:
         assert gc.collect() == 0
     finally:
         gc.enable()
+
+
+def test_idle_cycles_after_departures_are_left_out_with_the_same_decisions(tmp_path: Path) -> None:
+    # A job asking more CPUs than the one node has waits forever (hopeless): most departures find nothing
+    # else waiting, and the cycles they ask for are left out of the online run's clock (two are brought back
+    # by an arrival before their time). Starts, finishes and the run's end stay those of a fresh snapshot
+    # every cycle, which leaves none out.
+    rows = ["big,u,vc1,1,4000,1,COMPLETED,5,5,0,100,0"] + [
+        f"j{i},u,vc1,{(1, 2, 4)[i % 3]},4,1,COMPLETED,{i * 37},{i * 37},0,{60 + (i * 97) % 50},0" for i in range(40)
+    ]
+    folder = write_sim(tmp_path / "sim", "\n".join(rows) + "\n", ["idc-only"])
+    inp = load_simulation([str(folder)])
+    inp.simulations["s"] = inp.simulations["s"].model_copy(update={"scheduling_period_seconds": 1.5})
+    online, _ = build_simulation(inp, "s", "idc-only")
+    reference, _ = build_simulation(
+        inp, "s", "idc-only", core_factory=lambda inp, queues: SnapshotCore(queues, inp.config)
+    )
+    for sim in (online, reference):
+        sim.run()
+    assert [(j.name, j.started, j.finished) for j in online.jobs] == [
+        (j.name, j.started, j.finished) for j in reference.jobs
+    ]
+    assert [j.name for j in online.jobs if j.started is None] == ["big"]
+    assert online.end == reference.end
+    assert online.clock.events_run < reference.clock.events_run - 30  # the idle cycles were left out

@@ -119,7 +119,8 @@ class OnlineScheduler:
 
     def idle(self) -> bool:
         """Nothing a cycle could do: no node change, no nominated pod, and every waiting job hopeless
-        (or none waiting). With `report_waiting` a cycle is never idle: it reports the waiting jobs."""
+        (or none waiting). With `report_waiting` a cycle is never idle: it reports the waiting jobs.
+        `remove_group` keeps an idle scheduler idle (the simulator relies on it): it only takes jobs away."""
         ssn = self.ssn
         if self._nodes_changed or ssn.pipelined or self.report_waiting:
             return False

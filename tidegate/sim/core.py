@@ -34,6 +34,10 @@ class Core(Protocol):
 
     def cycle(self, now: float) -> Decisions: ...
 
+    def idle(self) -> bool:
+        """A cycle now would do nothing, and removing groups cannot change that."""
+        ...
+
     def pending_reason(self, key: str) -> str:
         """Why the group is still pending after the last cycle ("" if it is not)."""
         ...
@@ -106,6 +110,9 @@ class SnapshotCore:
             if group is not None and group.phase is not status.phase:
                 self.groups[status.group] = dataclasses.replace(group, phase=status.phase)
         return decisions
+
+    def idle(self) -> bool:
+        return False  # every cycle schedules a fresh snapshot and records its reasons and phases
 
     def pending_reason(self, key: str) -> str:
         return self.reasons.get(key, "")

@@ -176,6 +176,8 @@ class Simulation:
         self.hpa_specs: dict[str, HPASpec] = {}  # each HPA as declared, for a budget to restore
         self._cycle_at: float | None = None
         self._last_cycle = -math.inf
+        #: When an idle cycle a departure asked for would run (it is left out of the clock: see _want_cycle).
+        self._idle_cycle_at: float | None = None
         self.autoscalers: list[Autoscaler] = []
         self.links: dict[str, Link] = {}
         self.data = self._data_gravity(pools, data) if data is not None and scenario.data_gravity.enabled else None
@@ -203,6 +205,10 @@ class Simulation:
             for _ in range(pool.spec.count):
                 self._node_ready(pool)
             self.meter[f"nodes/{pool.name}"].set(len(pool.nodes), 0.0)
+        # Without burst, spot interruptions or link outages, only arrivals give the scheduler work between
+        # cycles (and each asks for a cycle): a departure's cycle that would find nothing to do is left out.
+        self._leave_out_idle = not burst and not self.spot and self.outages is None
+        self._last_arrival = max((job.submitted for job in jobs), default=-math.inf)
 
     # -- workload -------------------------------------------------------------------------------------
     def run(self) -> None:
@@ -271,13 +277,36 @@ class Simulation:
         self.meter["demand_gpus"].add(gpus, self.clock.now())
 
     # -- scheduling -----------------------------------------------------------------------------------
-    def _want_cycle(self) -> None:
+    def _want_cycle(self, departure: bool = False) -> None:
+        """Ask for a scheduling cycle (none if one is due already).
+
+        After a departure, with `_leave_out_idle`, a cycle that would find nothing to do (the core is idle:
+        every waiting job is hopeless, and departures cannot change that) is left out of the clock: about
+        half of a replay's cycles. Only its time is kept. Before that time only departures and arrivals reach
+        the scheduler, and an arrival asks for a cycle: it gets this one, at that time, as it would have.
+        Once the time has passed, it counts as the last cycle, as when an idle cycle ran (its only effect).
+        A cycle is left out only before the last arrival, whose event keeps the clock running past it, so
+        the run ends as before (it ends when the clock has nothing left)."""
         if self._cycle_at is not None:
             return
+        now = self.clock.now()
+        idle_at = self._idle_cycle_at
+        if idle_at is not None:
+            if now <= idle_at:  # not come yet: a departure leaves it out still, anything else brings it back
+                if not departure:
+                    self._idle_cycle_at = None
+                    self._cycle_at = idle_at
+                    self.clock.call_at(idle_at, self._cycle, PRIORITY_CYCLE)
+                return
+            self._idle_cycle_at = None
+            self._last_cycle = idle_at
         period = self.sim.scheduling_period_seconds
         # On the period's grid, and never twice at one instant: what a cycle's decisions cause
         # (restarted victims, overflowed jobs) waits for the next period.
-        when = max(math.ceil(self.clock.now() / period) * period, self._last_cycle + period)
+        when = max(math.ceil(now / period) * period, self._last_cycle + period)
+        if departure and self._leave_out_idle and when <= self._last_arrival and self.core.idle():
+            self._idle_cycle_at = when
+            return
         self._cycle_at = when
         self.clock.call_at(when, self._cycle, PRIORITY_CYCLE)
 
@@ -383,7 +412,7 @@ class Simulation:
         per_pod = run.job.gpus / max(len(run.nodes), 1)
         for node in run.nodes:
             self.meter[f"pool_gpus/{self.node_pool[node].name}"].add(-per_pod, now)
-        self._want_cycle()
+        self._want_cycle(departure=True)
 
     def _finish(self, run: Running) -> None:
         run.timer = None  # its event points back at the run: unlinked, reference counting frees both
