@@ -258,3 +258,15 @@ def test_idle_cycles_after_departures_are_left_out_with_the_same_decisions(tmp_p
     assert [j.name for j in online.jobs if j.started is None] == ["big"]
     assert online.end == reference.end
     assert online.clock.events_run < reference.clock.events_run - 30  # the idle cycles were left out
+
+
+def test_a_fractional_scheduling_period_never_asks_for_a_cycle_in_the_past(tmp_path: Path) -> None:
+    # Arrivals at whole seconds on a 0.7 s grid: ceil(63 / 0.7) * 0.7 is 62.99999999999999 in floats.
+    rows = [f"j{i},u,vc1,1,4,1,COMPLETED,{i * 9},{i * 9},0,{30 + i},0" for i in range(20)]
+    folder = write_sim(tmp_path / "sim", "\n".join(rows) + "\n", ["idc-only"])
+    inp = load_simulation([str(folder)])
+    inp.simulations["s"] = inp.simulations["s"].model_copy(update={"scheduling_period_seconds": 0.7})
+    sim, _ = build_simulation(inp, "s", "idc-only")
+    sim.run()
+    assert all(job.started is not None and job.started >= job.submitted for job in sim.jobs)
+    assert len([job for job in sim.jobs if job.finished is not None]) == 20

@@ -303,7 +303,8 @@ class Simulation:
         period = self.sim.scheduling_period_seconds
         # On the period's grid, and never twice at one instant: what a cycle's decisions cause
         # (restarted victims, overflowed jobs) waits for the next period.
-        when = max(math.ceil(now / period) * period, self._last_cycle + period)
+        # (a fractional period can land a hair before `now`: 90 * 0.7 is 62.99999999999999, not 63)
+        when = max(math.ceil(now / period) * period, self._last_cycle + period, now)
         if departure and self._leave_out_idle and when <= self._last_arrival and self.core.idle():
             self._idle_cycle_at = when
             return
