@@ -270,3 +270,27 @@ def test_a_fractional_scheduling_period_never_asks_for_a_cycle_in_the_past(tmp_p
     sim.run()
     assert all(job.started is not None and job.started >= job.submitted for job in sim.jobs)
     assert len([job for job in sim.jobs if job.finished is not None]) == 20
+
+
+def test_a_restarted_job_counts_its_wait_from_the_restart(tmp_path: Path) -> None:
+    # a (dev, 8 GPUs) runs from t=0 and is evicted at t=1,000; it is pending again from then, so the HPA's
+    # pending-duration metric reads 0 s for it at that instant (not the 1,000 s since it was submitted,
+    # which it spent running), and its overflow deadline is 1,000 + 300 s.
+    folder = write_sim(tmp_path / "sim", "a,u,vc1,8,8,1,COMPLETED,0,0,5000,5000,0\n", ["burst"])
+    sim, _ = build_simulation(load_simulation([str(folder)]), "s", "burst")
+    seen: dict[str, float] = {}
+
+    def evict() -> None:
+        sim._evicted(next(iter(sim.running.values())), "evicted: test")
+
+    def look() -> None:
+        (job,) = sim.pending.values()
+        seen["metric"] = sim.pending_seconds()["dev"]
+        seen["since"] = job.pending_since
+
+    sim.clock.call_at(1000.0, evict, 0)
+    sim.clock.call_at(1000.0, look, 1)
+    sim.run()
+    assert seen == {"metric": 0.0, "since": 1000.0}
+    (job,) = sim.jobs
+    assert (job.restarts, job.started) == (1, 0.0)

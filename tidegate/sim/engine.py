@@ -255,7 +255,7 @@ class Simulation:
         burst = self.scenario.burst
         if burst.enabled and not job.pinned and job.queue != burst.queue:
             # wake the scheduler when the job has waited long enough to overflow
-            deadline = max(job.submitted + burst.after_seconds, self.clock.now())
+            deadline = job.pending_since + burst.after_seconds  # its wait starts again after a restart
             self.clock.call_at(deadline, self._want_cycle, PRIORITY_CYCLE)
 
     def _submit(self, job: SimJob) -> None:
@@ -596,7 +596,8 @@ class Simulation:
         for group_key, job in list(self.pending.items()):
             if job.pinned or job.queue == burst.queue:
                 continue
-            if now - job.submitted < burst.after_seconds and "at capability" not in self.core.pending_reason(group_key):
+            waited_enough = now - job.pending_since >= burst.after_seconds
+            if not waited_enough and "at capability" not in self.core.pending_reason(group_key):
                 continue
             self._move(group_key, job, burst.queue)
             self.events.append((now, f"{job.name}: overflowed from {job.home_queue} to {burst.queue}"))
@@ -621,7 +622,7 @@ class Simulation:
         own: dict[str, float] = {}
         for job in self.pending.values():
             if not job.pinned:
-                own[job.queue] = own.get(job.queue, 0.0) + (now - job.submitted)
+                own[job.queue] = own.get(job.queue, 0.0) + (now - job.pending_since)
         if not own:
             return dict.fromkeys(self.queues, 0.0)
 

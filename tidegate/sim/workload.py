@@ -92,6 +92,13 @@ class SimJob:
         return self.waited_s if self.started is not None else None
 
     @property
+    def pending_since(self) -> float:
+        """When its current wait began (arrival, or the restart after an eviction): what overflow's
+        `afterSeconds` and the HPA's pending-duration metric count from. Only for a pending job."""
+        assert self.queued_since is not None, f"{self.name} is not pending"
+        return self.queued_since
+
+    @property
     def gpus(self) -> float:
         """GPUs the whole gang holds (fractions for shared slices)."""
         return self.record.pods * self.record.gpus_per_pod * self.record.gpu_milli / 1000
