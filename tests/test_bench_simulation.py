@@ -6,6 +6,7 @@ import dataclasses
 from pathlib import Path
 
 from bench.simulation import FLOOR, counting_core, main, replay_input, snapshot_core, summary, table, timed
+from tidegate.model.objects import DEFAULT_TIERS, PluginOption, SchedulerConfiguration, Tier
 from tidegate.sim.run import run_simulation
 
 
@@ -41,3 +42,26 @@ def test_the_engine_floor_runs_every_job_and_is_reported(tmp_path: Path) -> None
     )
     text = summary([*base, dataclasses.replace(base[0], core="OnlineScheduler"), *online, *counted])
     assert "The engine with a core that does no scheduling work" in text and "µs a job" in text
+
+
+def test_the_placements_digest_tells_runs_that_placed_differently(tmp_path: Path) -> None:
+    # Spreading (least requested) and packing (most requested) place the same prefix on other nodes: every
+    # other figure of the replay can agree (all jobs fit either way), the digest does not.
+    inp = replay_input(tmp_path / "replay", 100)
+    spread = SchedulerConfiguration(
+        tiers=(
+            DEFAULT_TIERS[0],
+            Tier((PluginOption("predicates"), PluginOption("nodeorder"), PluginOption("gpushare"))),
+        )
+    )
+    most = PluginOption("nodeorder", {"leastrequested.weight": 0, "mostrequested.weight": 1})
+    packed = SchedulerConfiguration(
+        tiers=(DEFAULT_TIERS[0], Tier((PluginOption("predicates"), most, PluginOption("gpushare"))))
+    )
+    (a,) = run_simulation(dataclasses.replace(inp, config=spread), workers=1)
+    (again,) = run_simulation(dataclasses.replace(inp, config=spread), workers=1)
+    (b,) = run_simulation(dataclasses.replace(inp, config=packed), workers=1)
+    assert a.summary == again.summary and len(a.summary["placements_digest"]) == 16
+    assert a.summary["placements_digest"] != b.summary["placements_digest"]
+    same = {k: v for k, v in a.summary.items() if k != "placements_digest"}
+    assert same == {k: v for k, v in b.summary.items() if k != "placements_digest"}

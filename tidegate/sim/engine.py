@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import gc
+import hashlib
 import math
 import zlib
 from collections.abc import Callable, Iterator, Mapping
@@ -94,6 +95,8 @@ class Outcome:
     budget_changes: int = 0
     #: The link outages' events (cuts, restores, every job they touched), also among `events`.
     outage_events: list[tuple[float, str]] = field(default_factory=list)
+    #: A digest of every placement and eviction, in order (time, job, nodes): equal runs placed alike.
+    placements_digest: str = ""
 
 
 @contextmanager
@@ -178,6 +181,7 @@ class Simulation:
         self._last_cycle = -math.inf
         #: When an idle cycle a departure asked for would run (it is left out of the clock: see _want_cycle).
         self._idle_cycle_at: float | None = None
+        self._placements = hashlib.blake2b(digest_size=8)  # every start and eviction: see Outcome
         self.autoscalers: list[Autoscaler] = []
         self.links: dict[str, Link] = {}
         self.data = self._data_gravity(pools, data) if data is not None and scenario.data_gravity.enabled else None
@@ -325,14 +329,17 @@ class Simulation:
         for bind in decisions.binds:
             group_key = self.pod_group[bind.pod]
             placed.setdefault(group_key, []).append(bind.node)
+        placements = self._placements
         for group_key, nodes in placed.items():
             job = self.pending.pop(group_key, None)
             if job is None:
                 continue
+            placements.update(f"{now!r} {group_key} {' '.join(nodes)}\n".encode())
             self._start(job, group_key, nodes, now)
         for eviction in decisions.evictions:
             group_key = self.pod_group[eviction.pod]
             if group_key in self.running and group_key not in self.terminating:
+                placements.update(f"{now!r} {group_key} evicted\n".encode())
                 self._evicted(self.running[group_key], f"evicted: {eviction.reason}")
 
     def _start(self, job: SimJob, group_key: str, nodes: list[str], now: float) -> None:
@@ -772,6 +779,7 @@ class Simulation:
             self.warnings,
             changes,
             outage_events,
+            self._placements.hexdigest(),
         )
 
     @property

@@ -112,6 +112,7 @@ def summarise(name: str, sim: Outcome, window: float) -> dict[str, Any]:
         "failed_jobs_gpu_hours": round(sum(j.done_s * j.gpus for j in sim.jobs if j.failed_reason) / 3600, 1),
         "warnings": list(sim.warnings),
         "simulated_days": round(end / 86400, 2),
+        "placements_digest": sim.placements_digest,
         **data_summary(sim, end),
         "queues": {
             queue: {
