@@ -46,7 +46,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from decimal import Decimal
 from fractions import Fraction
 from typing import Final, Literal, TypeAlias
@@ -262,6 +262,9 @@ class MetricTarget:
     value: Fraction | None = None
     average_value: Fraction | None = None
     average_utilization: int | None = None
+    #: The target the controller divides by, in milli-units rounded up (Quantity.MilliValue); None when
+    #: neither value nor averageValue is set (such a target is refused by ExternalMetric).
+    milli: int | None = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.type not in TARGET_TYPES:
@@ -271,6 +274,8 @@ class MetricTarget:
                 raise FieldError(name, f"{amount} must be positive")
         if self.average_utilization is not None and self.average_utilization < 1:
             raise FieldError("averageUtilization", f"{self.average_utilization} must be greater than 0")
+        amount = self.average_value if self.average_value is not None else self.value
+        object.__setattr__(self, "milli", None if amount is None else math.ceil(amount * 1000))
 
     @property
     def per_pod(self) -> bool:
@@ -280,10 +285,9 @@ class MetricTarget:
     @property
     def milli_value(self) -> int:
         """The target the controller divides by, in milli-units rounded up (Quantity.MilliValue)."""
-        amount = self.average_value if self.average_value is not None else self.value
-        if amount is None:
+        if self.milli is None:
             raise ValueError("an External metric target needs value or averageValue")
-        return math.ceil(amount * 1000)
+        return self.milli
 
 
 @dataclass(frozen=True, slots=True)
@@ -448,10 +452,16 @@ class HPAResult:
 def to_milli(value: QuantityLike) -> int:
     """A metric sample in integer milli-units, rounded up like ``Quantity.MilliValue``."""
     if type(value) is float and math.isfinite(value):
+        if value.is_integer() and -_EXACT_FLOAT_INT < value < _EXACT_FLOAT_INT:
+            return int(value) * 1000  # "N.0" is the float's shortest repr: the same ceiling, exactly
         # parse_quantity reads a float as its shortest decimal repr; Decimal holds that exactly, and the
         # product stays exact in its 28 digits: the same ceiling, without building a Fraction.
         return math.ceil(Decimal(repr(value)) * 1000)
     return math.ceil(parse_quantity(value, "metric value") * 1000)
+
+
+#: Integral floats below this in size print as their exact integer ("N.0"); above it, repr may round.
+_EXACT_FLOAT_INT: Final = float(2**53)
 
 
 def _within(ratio: float, scale_down_tolerance: float, scale_up_tolerance: float) -> bool:
@@ -484,7 +494,7 @@ def external_metric_replicas(
     """
     if not samples:
         return MetricResult(metric, None, None, "no metrics returned from external metrics API")
-    usage = sum(to_milli(sample) for sample in samples)
+    usage = to_milli(samples[0]) if len(samples) == 1 else sum(to_milli(sample) for sample in samples)
     target = metric.target.milli_value
     down_tolerance, up_tolerance = tolerances
     if metric.target.per_pod:
@@ -640,13 +650,15 @@ def _stabilize_with_behavior(
     down_cutoff = now - down_window
     floor = ceiling = desired
     obsolete: int | None = None
-    for i, rec in enumerate(recommendations):
-        if rec.at > up_cutoff:
-            floor = min(floor, rec.replicas)
-        if rec.at > down_cutoff:
-            ceiling = max(ceiling, rec.replicas)
-        if rec.at < up_cutoff and rec.at < down_cutoff:
+    for i, rec in enumerate(recommendations):  # runs every sync over the whole window: no calls inside
+        at = rec.at
+        if at > up_cutoff:
+            if rec.replicas < floor:
+                floor = rec.replicas
+        elif at < up_cutoff and at < down_cutoff:
             obsolete = i
+        if at > down_cutoff and rec.replicas > ceiling:
+            ceiling = rec.replicas
     stabilized = min(max(current, floor), ceiling)
     reason = SCALE_UP_STABILIZED if desired >= current else SCALE_DOWN_STABILIZED
     return stabilized, reason, _store_in_slot(recommendations, obsolete, Recommendation(desired, now))
@@ -715,7 +727,7 @@ def _legacy_limited(desired: int, current: int, spec: HPASpec) -> tuple[int, str
 def _mark_and_store(events: tuple[ScaleEvent, ...], longest: int, change: int, now: float) -> tuple[ScaleEvent, ...]:
     # storeScaleEvent: flag events older than the direction's longest period, reuse the last such slot.
     cutoff = now - longest
-    marked = [replace(e, outdated=True) if e.at < cutoff else e for e in events]
+    marked = [ScaleEvent(e.change, e.at, True) if e.at < cutoff else e for e in events]
     slot = max((i for i, e in enumerate(marked) if e.outdated), default=None)
     new = ScaleEvent(change, now)
     if slot is None:
@@ -728,9 +740,9 @@ def _mark_and_store(events: tuple[ScaleEvent, ...], longest: int, change: int, n
 def _record_scale_event(state: HPAState, behavior: HPABehavior, previous: int, new: int, now: float) -> HPAState:
     if new > previous:
         events = _mark_and_store(state.scale_up_events, behavior.scale_up.longest_period_seconds, new - previous, now)
-        return replace(state, scale_up_events=events)
+        return HPAState(state.recommendations, events, state.scale_down_events, state.last_evaluated_at)
     events = _mark_and_store(state.scale_down_events, behavior.scale_down.longest_period_seconds, previous - new, now)
-    return replace(state, scale_down_events=events)
+    return HPAState(state.recommendations, state.scale_up_events, events, state.last_evaluated_at)
 
 
 def _tolerances(spec: HPASpec, config: HPAControllerConfig) -> tuple[float, float]:
@@ -744,7 +756,25 @@ def _tolerances(spec: HPASpec, config: HPAControllerConfig) -> tuple[float, floa
 
 
 def _condition(type_: str, status: bool, reason: str, message: str | None = None) -> HPACondition:
-    return HPACondition(type_, status, reason, message if message is not None else _MESSAGES[reason])
+    if message is None:
+        return _standard_condition(type_, status, reason)
+    return HPACondition(type_, status, reason, message)
+
+
+@functools.lru_cache(maxsize=128)
+def _standard_condition(type_: str, status: bool, reason: str) -> HPACondition:
+    """A condition with its reason's standard message (immutable: one object per kind, made once)."""
+    return HPACondition(type_, status, reason, _MESSAGES[reason])
+
+
+@functools.lru_cache(maxsize=128)
+def _metric_found(metric: str) -> HPACondition:
+    return HPACondition(
+        SCALING_ACTIVE,
+        True,
+        VALID_METRIC_FOUND,
+        f"the HPA was able to successfully calculate a replica count from {metric}",
+    )
 
 
 # --------------------------------------------------------------------------------------------------
@@ -785,7 +815,7 @@ def step(
 
     # recordInitialRecommendation: the first evaluation remembers the current size.
     recommendations = state.recommendations or (Recommendation(current_replicas, now),)
-    state = replace(state, recommendations=recommendations, last_evaluated_at=now)
+    state = HPAState(recommendations, state.scale_up_events, state.scale_down_events, now)
     current = current_replicas
 
     if current == 0 and (spec.min_replicas != 0 or not config.allow_scale_from_zero):
@@ -849,12 +879,7 @@ def step(
         )
         return state, result
     assert proposer is not None
-    active = _condition(
-        SCALING_ACTIVE,
-        True,
-        VALID_METRIC_FOUND,
-        f"the HPA was able to successfully calculate a replica count from {proposer.metric}",
-    )
+    active = _metric_found(str(proposer.metric))
     metric_desired = max(proposal, 0)
 
     if spec.behavior is None:
@@ -873,7 +898,7 @@ def step(
             state.recommendations, metric_desired, current, up_window, down_window, now
         )
         desired, limit_reason = _rate_limited(stabilized, current, spec, behavior, state, now)
-    state = replace(state, recommendations=recommendations)
+    state = HPAState(recommendations, state.scale_up_events, state.scale_down_events, now)
 
     able_reason = stabilized_reason if stabilized != metric_desired else READY_FOR_NEW_SCALE
     conditions = (
