@@ -775,3 +775,12 @@ def test_changes_never_exceed_the_policies_within_a_period(
 @given(st.floats(min_value=0, max_value=1e15, allow_nan=False, allow_infinity=False))
 def test_a_float_sample_rounds_up_to_milli_units_exactly_as_its_quantity_does(value: float) -> None:
     assert to_milli(value) == math.ceil(parse_quantity(value) * 1000)
+
+
+@given(st.integers(min_value=-(2**62), max_value=2**62))
+def test_an_integral_float_sample_takes_the_same_milli_units_as_its_quantity(n: int) -> None:
+    # Integral floats skip the decimal parse; above 2**53 their shortest repr rounds (2**60 prints as
+    # 1.152921504606847e+18), which only the parse reproduces.
+    value = float(n)
+    assert to_milli(value) == math.ceil(parse_quantity(value) * 1000)
+
