@@ -1,8 +1,11 @@
 from __future__ import annotations
 
+import threading
+import time
+
 import pytest
 
-from tidegate.clock import SimClock
+from tidegate.clock import SimClock, WallClock
 
 
 def test_events_run_in_time_then_priority_then_insertion_order() -> None:
@@ -47,3 +50,37 @@ def test_scheduling_in_the_past_is_an_error() -> None:
     clock = SimClock(start=100)
     with pytest.raises(ValueError, match="past"):
         clock.call_at(50, lambda: None)
+
+
+def test_the_wall_clock_runs_events_in_the_sim_clocks_order_once_their_time_comes() -> None:
+    clock = WallClock(speed=1000.0)  # a clock second is a millisecond
+    seen: list[tuple[str, float]] = []
+    clock.call_at(50, lambda: seen.append(("b50", clock.now())))
+    clock.call_at(50, lambda: seen.append(("a50", clock.now())), priority=-1)
+    clock.call_at(20, lambda: seen.append(("20", clock.now())))
+    clock.call_at(30, lambda: seen.append(("never", clock.now()))).cancel()
+    began = time.monotonic()
+    clock.run()
+    assert time.monotonic() - began >= 0.045  # waited for the last event's time on the wall
+    assert seen == [("20", 20), ("a50", 50), ("b50", 50)]  # each callback sees its own time
+
+
+def test_the_wall_clock_runs_events_other_threads_add_on_its_own_thread() -> None:
+    clock = WallClock(speed=1000.0)
+    ran_on: list[int] = []
+    clock.call_at(2000, lambda: ran_on.append(threading.get_ident()))  # keeps the loop waiting
+
+    def submit() -> None:  # as a request handler would, while the loop waits
+        clock.call_later(5, lambda: ran_on.append(threading.get_ident()))
+
+    threading.Timer(0.01, submit).start()
+    clock.run(until=1000)  # a wall second: ample time for the other thread
+    assert ran_on == [threading.get_ident()]  # the added event ran, on the loop's thread, before `until`
+    assert clock.now() == 1000 and clock.peek() == 2000
+    with pytest.raises(ValueError, match="past"):
+        clock.call_at(999, lambda: None)
+
+
+def test_the_wall_clock_refuses_a_speed_that_is_not_positive() -> None:
+    with pytest.raises(ValueError, match="speed"):
+        WallClock(speed=0)

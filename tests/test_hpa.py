@@ -783,4 +783,3 @@ def test_an_integral_float_sample_takes_the_same_milli_units_as_its_quantity(n: 
     # 1.152921504606847e+18), which only the parse reproduces.
     value = float(n)
     assert to_milli(value) == math.ceil(parse_quantity(value) * 1000)
-

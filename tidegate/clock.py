@@ -2,12 +2,13 @@
 
 `SimClock` is a tiny discrete-event kernel (as in SimPy): a heap of (time, priority, seq, callback);
 the sequence counter breaks ties deterministically, so the same inputs replay identically.
-`WallClock` runs the same callbacks in real time for the live control plane.
+`WallClock` runs the same callbacks, in the same order, as wall time comes (optionally sped up).
 """
 
 from __future__ import annotations
 
 import heapq
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -28,6 +29,16 @@ class Clock(Protocol):
     def call_at(self, when: float, callback: Callback, priority: int = 0) -> Timer: ...
 
     def call_later(self, delay: float, callback: Callback, priority: int = 0) -> Timer: ...
+
+
+class EventLoop(Clock, Protocol):
+    """A clock that also runs its events: what drives a simulation or a live control loop."""
+
+    events_run: int
+
+    def peek(self) -> float | None: ...
+
+    def run(self, until: float | None = None) -> None: ...
 
 
 @dataclass(slots=True)
@@ -89,25 +100,80 @@ class SimClock:
             self._now = until
 
 
-class _WallTimer:
-    def __init__(self, timer: threading.Timer) -> None:
-        self._timer = timer
-
-    def cancel(self) -> None:
-        self._timer.cancel()
-
-
 class WallClock:
-    """Real time; callbacks run on timer threads (the live control loop serialises them)."""
+    """Wall time, optionally sped up, for a control loop that runs the simulation's controllers live.
+
+    Events run as SimClock runs them: one at a time, in (time, priority, insertion) order, on the thread
+    that calls `run`, so controllers written for SimClock need no locks; each runs once its time has come
+    on the wall clock (`speed` clock seconds a wall second). Any thread may add events (a request handler
+    submitting work): adding is thread-safe and wakes the loop. On the loop's thread `now()` is the time
+    of the event being run (what a simulation would give it), so the same controllers make the same
+    decisions; on other threads it is the clock's current time.
+    """
+
+    def __init__(self, start: float = 0.0, speed: float = 1.0, wall: Callable[[], float] = time.monotonic) -> None:
+        if not speed > 0:
+            raise ValueError(f"speed {speed!r} must be positive")
+        self._speed = speed
+        self._wall = wall
+        self._origin = wall() - start / speed  # the wall reading at which the clock read 0
+        self._now = start
+        self._heap: list[_Entry] = []
+        self._seq = count()
+        self._changed = threading.Condition()
+        self._loop: int | None = None
+        self.events_run = 0
+
+    def _current(self) -> float:
+        return (self._wall() - self._origin) * self._speed
 
     def now(self) -> float:
-        return time.time()
+        return self._now if threading.get_ident() == self._loop else max(self._now, self._current())
 
-    def call_at(self, when: float, callback: Callback, priority: int = 0) -> _WallTimer:
-        return self.call_later(when - self.now(), callback, priority)
+    def call_at(self, when: float, callback: Callback, priority: int = 0) -> _Event:
+        event = _Event(when, callback)
+        with self._changed:
+            if when < self._now:
+                raise ValueError(f"cannot schedule an event in the past ({when} < now {self._now})")
+            heapq.heappush(self._heap, (when, priority, next(self._seq), event))
+            self._changed.notify()
+        return event
 
-    def call_later(self, delay: float, callback: Callback, priority: int = 0) -> _WallTimer:
-        timer = threading.Timer(max(delay, 0.0), callback)
-        timer.daemon = True
-        timer.start()
-        return _WallTimer(timer)
+    def call_later(self, delay: float, callback: Callback, priority: int = 0) -> _Event:
+        return self.call_at(self.now() + max(delay, 0.0), callback, priority)
+
+    def peek(self) -> float | None:
+        with self._changed:
+            while self._heap and self._heap[0][3].cancelled:
+                heapq.heappop(self._heap)
+            return self._heap[0][0] if self._heap else None
+
+    def run(self, until: float | None = None) -> None:
+        """Run events as their time comes until none is left (without `until`) or the clock reaches
+        `until`; waiting, the loop wakes for events other threads add."""
+        self._loop = threading.get_ident()
+        heap = self._heap
+        with self._changed:
+            while True:
+                while heap and heap[0][3].cancelled:
+                    heapq.heappop(heap)
+                if not heap and until is None:
+                    return
+                due = heap[0][0] if heap else math.inf
+                if until is not None and due > until:
+                    due = until
+                wait = (due - self._current()) / self._speed
+                if wait > 0:
+                    self._changed.wait(wait)
+                    continue
+                if until is not None and (not heap or heap[0][0] > until):
+                    self._now = max(self._now, until)
+                    return
+                when, _, _, event = heapq.heappop(heap)
+                self._now = when
+                self.events_run += 1
+                self._changed.release()  # other threads may add events while the callback runs
+                try:
+                    event.callback()
+                finally:
+                    self._changed.acquire()

@@ -3,7 +3,8 @@ cloud burst (overflow to the burst queue) and the HPA-driven cloud pools, with c
 Data gravity (`gravity.DataGravity`: prefetch, cache, checkpoint traffic over `link.Link`) and link
 outages (`outage.LinkOutages`) plug in through small hooks and cost nothing when not configured.
 
-Controllers run against a `Clock` (a `SimClock` here), so the same code can run in wall time.
+Controllers run against a `Clock`: simulated time by default; on a `WallClock` (`clock=`) the same
+controllers run as wall time comes, optionally sped up, and make the same decisions.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from functools import partial
 import numpy as np
 
 from tidegate.autoscale.hpa import HPAController, HPAControllerConfig, HPASpec, check_hpa, queue_metric_values
-from tidegate.clock import SimClock, Timer
+from tidegate.clock import EventLoop, SimClock, Timer
 from tidegate.model.objects import JobAction, JobEvent, Queue
 from tidegate.model.quantity import parse_quantity
 from tidegate.model.resources import Resources
@@ -145,10 +146,12 @@ class Simulation:
         interruptions: Mapping[str, Interruptions] | None = None,
         policy: JobPolicy | None = None,
         data: DataInputs | None = None,
+        clock: EventLoop | None = None,
     ) -> None:
         self.name = name
         self.core = core
-        self.clock = SimClock()
+        #: Simulated time by default; a WallClock runs the same controllers as wall time comes.
+        self.clock: EventLoop = clock if clock is not None else SimClock()
         self.scenario = scenario
         self.sim = sim
         self.on_progress = on_progress

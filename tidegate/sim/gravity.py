@@ -27,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 
-from tidegate.clock import SimClock, Timer
+from tidegate.clock import Clock, Timer
 from tidegate.sim.datasets import LruCache
 from tidegate.sim.link import GBPS, Link, Transfer
 from tidegate.sim.meter import Meter
@@ -89,7 +89,7 @@ class DataGravity:
 
     def __init__(
         self,
-        clock: SimClock,
+        clock: Clock,
         meter: Meter,
         sizes: dict[str, float],
         caches: dict[str, LruCache],

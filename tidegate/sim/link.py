@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 
-from tidegate.clock import SimClock, Timer
+from tidegate.clock import Clock, Timer
 
 #: Bytes per second in one gigabit per second (decimal, as network rates are quoted).
 GBPS = 1e9 / 8
@@ -64,7 +64,7 @@ class Link:
     """
 
     name: str
-    clock: SimClock
+    clock: Clock
     capacity: float
     on_rate: Callable[[float, int, float], None] | None = None
     up: bool = True

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from tidegate.clock import EventLoop
 from tidegate.model.objects import Queue
 from tidegate.model.quantity import parse_quantity
 from tidegate.model.resources import CPU, GPU_MEMORY, GPU_MILLI, GPU_NUMBER, MEMORY, NVIDIA_GPU
@@ -207,9 +208,10 @@ def build_simulation(
     scenario_name: str,
     core_factory: CoreFactory | None = None,
     on_progress: Progress | None = None,
+    clock: EventLoop | None = None,
 ) -> tuple[Simulation, float]:
     """A scenario of the named Simulation ready to run on a fresh copy of its workload, and the
-    workload's span (the last submission)."""
+    workload's span (the last submission); on simulated time unless another `clock` is given."""
     spec = inp.simulations[name]
     workload = inp.workloads[spec.workload]
     records = trace_jobs(workload)
@@ -228,7 +230,7 @@ def build_simulation(
     interruptions = scenario_interruptions(inp.interruptions, scenario)
     data = data_inputs(inp, spec.workload)
     sim = Simulation(
-        scenario_name, core, queues, pools, hpas, jobs, scenario, spec, progress, interruptions, policy, data
+        scenario_name, core, queues, pools, hpas, jobs, scenario, spec, progress, interruptions, policy, data, clock
     )
     return sim, horizon
 
