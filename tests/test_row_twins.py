@@ -24,7 +24,7 @@ from tidegate.model.objects import (
     Tier,
 )
 from tidegate.model.resources import CPU, GPU_MEMORY, GPU_MILLI, GPU_NUMBER, MEMORY, NVIDIA_GPU, PODS, Resources
-from tidegate.scheduler.info import TaskStatus
+from tidegate.scheduler.info import TaskInfo, TaskStatus
 from tidegate.scheduler.plugins import default_registry
 from tidegate.scheduler.session import Session
 from tidegate.scheduler.snapshot import Snapshot
@@ -56,6 +56,22 @@ def _snapshot(rng: random.Random) -> Snapshot:
     return Snapshot(nodes, [Queue(name="default")], groups, pods)
 
 
+def _walk(ssn: Session, task: TaskInfo, rng: random.Random) -> None:
+    """One step of a random walk over node states: place the task (now or pipelined, which promises
+    whole cards), overcommitting a node at times, or take it back."""
+    if task.status is TaskStatus.PENDING:
+        row = rng.randrange(len(ssn.table))
+        if rng.random() < 0.25:
+            ssn.apply_pipeline(task, row)
+        else:
+            ssn.apply_allocate(task, row, ssn.select_cards(task, row), TaskStatus.ALLOCATED)
+    elif rng.random() < 0.3:
+        if task.status is TaskStatus.PIPELINED:
+            ssn.undo_pipeline(task, task.node, TaskStatus.PENDING)
+        else:
+            ssn.undo_allocate(task, task.node, task.cards, TaskStatus.PENDING)
+
+
 CONFIGS = [
     SchedulerConfiguration(),
     SchedulerConfiguration(
@@ -85,11 +101,7 @@ def test_twins_match_the_vector_forms_bit_for_bit(seed: int, config: SchedulerCo
     tasks = list(ssn.tasks.values())
     for _ in range(30):
         task = rng.choice(tasks)  # load a node, overcommitting it at times
-        if task.status is TaskStatus.PENDING:
-            row = rng.randrange(len(ssn.table))
-            ssn.apply_allocate(task, row, ssn.select_cards(task, row), TaskStatus.ALLOCATED)
-        elif rng.random() < 0.3:
-            ssn.undo_allocate(task, task.node, task.cards, TaskStatus.PENDING)
+        _walk(ssn, task, rng)
         table = ssn.table
         free = table.card_exists & ~table.card_whole & (table.card_used_mem == 0) & (table.card_used_milli == 0)
         assert (table.free_cards(slice(None)) == free.sum(axis=1)).all()
@@ -108,7 +120,7 @@ def test_twins_match_the_vector_forms_bit_for_bit(seed: int, config: SchedulerCo
 def _node_state(ssn: Session, row: int) -> tuple[object, ...]:
     t = ssn.table
     arrays = (t.alloc, t.used, t.card_exists, t.card_whole, t.card_mem, t.card_used_mem, t.card_used_milli)
-    return tuple(tuple(a[row].tolist()) for a in arrays)
+    return (*(tuple(a[row].tolist()) for a in arrays), t.promised[row])
 
 
 @pytest.mark.parametrize("seed", range(25))
@@ -129,11 +141,7 @@ def test_twins_said_to_read_only_node_state_agree_on_nodes_in_one_state(
     numbers: dict[tuple[object, ...], int] = {}
     for _ in range(30):
         task = rng.choice(tasks)
-        if task.status is TaskStatus.PENDING:
-            row = rng.randrange(len(ssn.table))
-            ssn.apply_allocate(task, row, ssn.select_cards(task, row), TaskStatus.ALLOCATED)
-        elif rng.random() < 0.3:
-            ssn.undo_allocate(task, task.node, task.cards, TaskStatus.PENDING)
+        _walk(ssn, task, rng)
         by_number: dict[int, int] = {}
         for row in range(len(ssn.table)):
             number = ssn.table.state_id(row)

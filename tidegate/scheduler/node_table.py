@@ -132,6 +132,10 @@ class NodeTable:
         self.card_free: IntArray = self.card_exists.sum(axis=1).astype(np.int64)
         #: The same as bits of a Python int per node (bit c: card c untouched), for scalar code.
         self.card_free_bits: list[int] = [(1 << count) - 1 for count in cards]
+        #: Per node, untouched cards promised to pipelined pods that ask for whole cards: a slice may take
+        #: an untouched card only while more are untouched than promised, or the nominee finds its cards
+        #: taken when its victims have left.
+        self.promised: list[int] = [0] * n
         self.changes: list[int] = []
         #: Rows as Python ints for scalar code: alloc never changes in a session; used rows are
         #: converted on demand and forgotten when the row changes.
@@ -200,6 +204,7 @@ class NodeTable:
                 self.card_whole[row].tobytes(),
                 self.card_used_mem[row].tobytes(),
                 self.card_used_milli[row].tobytes(),
+                self.promised[row],
             )
             found = self._state_numbers.get(key)
             if found is None:
@@ -228,6 +233,22 @@ class NodeTable:
         self._used_rows.pop(row, None)
         self._state_ids.pop(row, None)
         self.changes.append(row)
+
+    def add_pipelined(self, row: int, request: IntArray, whole_cards: int, sign: int = 1) -> None:
+        """A pod pipelined to the node (sign 1) or no longer (-1): it holds its request there (counted in
+        `used` too) and, asking for whole cards, that many of the node's untouched cards."""
+        if sign == 1:
+            self.pipelined[row] += request
+        else:
+            self.pipelined[row] -= request
+        if whole_cards:
+            self.promised[row] += sign * whole_cards
+        self.add_used(row, request, sign)  # also forgets the node's state number: promises are part of it
+
+    def slice_may_take_untouched(self, row: int) -> bool:
+        """Whether a GPU slice may start on an untouched card of the node (see `promised`)."""
+        promised = self.promised[row]
+        return not promised or self.card_free_bits[row].bit_count() > promised
 
     def take_cards(self, row: int, cards: tuple[int, ...], mem_mib: int, milli: int, whole: bool) -> None:
         self._card_rows.pop(row, None)

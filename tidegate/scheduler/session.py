@@ -813,8 +813,7 @@ class Session:
             handler(task)
 
     def apply_pipeline(self, task: TaskInfo, row: int) -> None:
-        self.table.pipelined[row] += task.request
-        self.table.add_used(row, task.request)
+        self.table.add_pipelined(row, task.request, task.gpu.whole)
         task.node = row
         task.job.set_status(task, TaskStatus.PIPELINED)
         self.pipelined[task.key] = task
@@ -825,8 +824,7 @@ class Session:
 
     def undo_pipeline(self, task: TaskInfo, row: int, previous: TaskStatus) -> None:
         self.freed += 1
-        self.table.pipelined[row] -= task.request
-        self.table.add_used(row, task.request, -1)
+        self.table.add_pipelined(row, task.request, task.gpu.whole, -1)
         self.pipelined.pop(task.key, None)
         task.node = -1
         task.job.set_status(task, previous)
@@ -889,8 +887,7 @@ class Session:
                 if status is _RELEASING:
                     self.table.releasing[row] -= task.request
                 elif status is _PIPELINED:
-                    self.table.pipelined[row] -= task.request
-                    self.table.add_used(row, task.request, -1)
+                    self.table.add_pipelined(row, task.request, task.gpu.whole, -1)
                     self.pipelined.pop(task.key, None)
             if status in _CHARGED:
                 self._charge_queue(job, task.request, -1)
@@ -961,8 +958,7 @@ class Session:
             if status is TaskStatus.RELEASING:
                 table.releasing[row] += task.request
             elif status is TaskStatus.PIPELINED:
-                table.pipelined[row] += task.request
-                table.used[row] += task.request
+                table.add_pipelined(row, task.request, task.gpu.whole)
         table.changes.clear()
 
     def reopen(self, now: float) -> None:

@@ -60,14 +60,20 @@ class GpuSharePlugin(Plugin):
         score = self.policy.score_row(task, row)
         return score if self.weight == 1 else self.weight * score
 
-    def _slice_fits(self, task: TaskInfo, rows: IntArray | slice) -> BoolArray:
-        """Per node and card: can the task's slice go on this card?"""
+    def _slice_fits(self, task: TaskInfo, rows: IntArray | slice, promises: bool = True) -> BoolArray:
+        """Per node and card: can the task's slice go on this card? Not on an untouched card of a node
+        whose untouched cards are all promised to pipelined pods (`NodeTable.promised`)."""
         table = self.ssn.table
         ok: BoolArray = table.card_exists[rows] & ~table.card_whole[rows]
         if task.gpu.mem_mib:
             ok = ok & (table.card_mem[rows] - table.card_used_mem[rows] >= task.gpu.mem_mib)
         if task.gpu.milli:
             ok = ok & (CARD_MILLI - table.card_used_milli[rows] >= task.gpu.milli)
+        if promises and any(table.promised):
+            promised = np.asarray(table.promised, dtype=np.int64)[rows]
+            closed = promised >= table.card_free[rows]  # a slice there would leave too few untouched
+            untouched = ~table.card_whole[rows] & (table.card_used_mem[rows] == 0) & (table.card_used_milli[rows] == 0)
+            ok = ok & ~(untouched & (closed & (promised > 0))[:, None])
         return ok
 
     def fit(self, task: TaskInfo, rows: IntArray | slice) -> BoolArray:
@@ -92,10 +98,14 @@ class GpuSharePlugin(Plugin):
         """`_slice_fits` for one node, in Python ints: the cards the task's slice fits on, ascending (with
         `first`, only the first of them)."""
         mem_mib, milli = task.gpu.mem_mib, task.gpu.milli
-        exists, whole, mem, used_mem, used_milli = self.ssn.table.card_row(row)
+        table = self.ssn.table
+        exists, whole, mem, used_mem, used_milli = table.card_row(row)
+        untouched_closed = not table.slice_may_take_untouched(row)
         out: list[int] = []
         for card, present in enumerate(exists):
             if not present or whole[card]:
+                continue
+            if untouched_closed and not used_mem[card] and not used_milli[card]:
                 continue
             if mem_mib and mem[card] - used_mem[card] < mem_mib:
                 continue
@@ -110,7 +120,11 @@ class GpuSharePlugin(Plugin):
         if task.gpu.whole:
             return [("insufficient free GPU cards", self.fit(task, slice(None)))]
         if task.gpu.shared:
-            return [("no GPU card with enough free memory", self.fit(task, slice(None)))]
+            room = self._slice_fits(task, slice(None), promises=False).any(axis=1)
+            return [
+                ("no GPU card with enough free memory", room),
+                ("its untouched GPU cards are promised to pipelined pods", self.fit(task, slice(None))),
+            ]
         return []
 
     def select(self, task: TaskInfo, row: int) -> tuple[int, ...]:
