@@ -144,7 +144,7 @@ class NodeTable:
         self._used_rows: dict[int, list[int]] = {}
         self._card_rows: dict[int, CardRow] = {}
         self._state_ids: dict[int, int] = {}
-        self._state_numbers: dict[tuple[bytes, ...], int] = {}
+        self._state_numbers: dict[tuple[bytes | int, ...], int] = {}
         self._fixed_keys: dict[int, bytes] = {}  # per node: what never changes (allocatable, cards, their memory)
         self._next_state = itertools.count()
 

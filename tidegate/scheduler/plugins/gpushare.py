@@ -120,7 +120,7 @@ class GpuSharePlugin(Plugin):
         if task.gpu.whole:
             return [("insufficient free GPU cards", self.fit(task, slice(None)))]
         if task.gpu.shared:
-            room = self._slice_fits(task, slice(None), promises=False).any(axis=1)
+            room = np.asarray(self._slice_fits(task, slice(None), promises=False).any(axis=1), dtype=bool)
             return [
                 ("no GPU card with enough free memory", room),
                 ("its untouched GPU cards are promised to pipelined pods", self.fit(task, slice(None))),
