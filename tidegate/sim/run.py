@@ -303,9 +303,13 @@ def run_simulation(
     workers = min(workers or os.cpu_count() or 1, len(spec.scenarios))
     if workers <= 1 or core_factory is not None:
         return [run_scenario(inp, name, s, core_factory, on_progress) for s in spec.scenarios]
+    # Bursting scenarios first: they also run the cloud pools and their HPAs, the longest runs, and a pool
+    # finishes soonest when the longest runs start first.
+    first = sorted(spec.scenarios, key=lambda s: not inp.scenarios[s].burst.enabled)
     with Manager() as manager, ProcessPoolExecutor(max_workers=workers) as pool:
         updates = manager.Queue()
-        futures: list[Future[RunResult]] = [pool.submit(_run_in_worker, inp, name, s, updates) for s in spec.scenarios]
+        submitted = {s: pool.submit(_run_in_worker, inp, name, s, updates) for s in first}
+        futures: list[Future[RunResult]] = [submitted[s] for s in spec.scenarios]
         while not all(f.done() for f in futures):
             try:
                 update = updates.get(timeout=0.2)
