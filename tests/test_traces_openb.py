@@ -23,6 +23,7 @@ from tidegate.traces import (
     openb_nodes_to_k8s,
     openb_pod_to_k8s,
     openb_pods_to_jobs,
+    read_openb_jobs,
     read_openb_nodes,
     read_openb_pods,
     read_openb_pods_arrays,
@@ -257,6 +258,32 @@ def test_pods_to_jobs_durations_and_waits(tmp_path: Path) -> None:
     pending = by_id["p-pending"]  # never placed: its lifetime until deletion stands in for a run
     assert (pending.duration_s, pending.wait_s) == (50.0, None)
     assert by_id["p-cpu"].gpus_per_pod == 0
+    assert read_openb_jobs(write(tmp_path, "p.csv", PODS)) == jobs  # the same without OpenbPods in between
+
+
+@pytest.mark.parametrize(
+    "row",
+    [
+        " p-padded , 1 , 2 , 1 , 1000 , T4 | A10 , LS , Running , 0 , 5 , 1 ",  # every cell padded
+        "p-nan,1,2,1,1000,,LS,Running,0,nan,NaN",  # missing times spelled out
+        "p-blank,1,2,1,1000,,LS,Running, ,5,None",
+        "p-underscore,1_000,2,1,1000,,LS,Running,1e1,2_0,10",  # what int() and float() accept
+    ],
+)
+def test_unusual_but_valid_cells_read_as_row_by_row(tmp_path: Path, row: str) -> None:
+    # A whole column is converted at once only when every cell is plain; one unusual cell sends the file
+    # through the row-by-row reader, whose values these are.
+    path = write(tmp_path, "pods.csv", PODS + row + "\n")
+    plain = read_openb_pods(write(tmp_path, "plain.csv", PODS))
+    pods = read_openb_pods(path)
+    assert pods[:-1] == plain
+    cells = [cell.strip() for cell in row.split(",")]
+    missing = {"", "nan", "NaN", "None"}
+    times = [None if cell in missing else float(cell) for cell in cells[8:]]
+    spec = tuple(model.strip() for model in cells[5].split("|")) if cells[5] else ()
+    ints = [int(cell) for cell in cells[1:5]]
+    assert pods[-1] == OpenbPod(cells[0], *ints, spec, cells[6], cells[7], *times)  # type: ignore[arg-type]
+    assert read_openb_jobs(path) == openb_pods_to_jobs(pods)
 
 
 def test_pod_arrays_match_the_records(tmp_path: Path) -> None:
@@ -295,7 +322,7 @@ def test_pod_arrays_match_the_records(tmp_path: Path) -> None:
 )
 def test_malformed_pod_rows_name_file_and_line(tmp_path: Path, row: str, message: str) -> None:
     path = write(tmp_path, "openb_pod_list_default.csv", POD_HEADER + "p0,1,1,1,1000,,LS,Running,0,1,0\n" + row + "\n")
-    for reader in (read_openb_pods, read_openb_pods_arrays):
+    for reader in (read_openb_pods, read_openb_pods_arrays, read_openb_jobs):
         with pytest.raises(TraceError, match=message) as info:
             reader(path)
         assert str(info.value).startswith("openb_pod_list_default.csv:3: ")

@@ -29,7 +29,7 @@ from tidegate.sim.datasets import DATASET_ANNOTATION, assign_datasets
 from tidegate.sim.fleet import CLOUD_TOLERATION, IDC
 from tidegate.sim.spec import WorkloadSpec
 from tidegate.traces.helios import read_helios_jobs
-from tidegate.traces.openb import openb_pods_to_jobs, read_openb_pods
+from tidegate.traces.openb import read_openb_jobs
 from tidegate.traces.records import TraceJob
 from tidegate.traces.synthetic import (
     QueueShare,
@@ -113,7 +113,7 @@ def _shifted(tide: TideProfile, hours: float) -> TideProfile:
 def trace_jobs(spec: WorkloadSpec) -> list[TraceJob]:
     """The workload's job records, sorted by submit time (queues still as the source names them)."""
     if spec.source == "openb":
-        jobs = openb_pods_to_jobs(read_openb_pods(spec.path))
+        jobs = read_openb_jobs(spec.path)
     elif spec.source == "tiresias":
         jobs = read_tiresias(spec.path)
     elif spec.source == "helios":

@@ -142,6 +142,11 @@ def split_gang(gpus: int, gpus_per_node: int = GPUS_PER_NODE) -> tuple[int, int]
     return pods, -(-gpus // pods)
 
 
+def _filled(record: list[str]) -> bool:
+    """False for a blank line (the csv module reads it as [] or a single blank cell)."""
+    return len(record) > 1 or (len(record) == 1 and bool(record[0].strip()))
+
+
 class CsvTable:
     """A CSV file read whole, with its header checked and each row's physical line number.
 
@@ -156,15 +161,12 @@ class CsvTable:
             reader = csv.reader(handle)
             header: list[str] | None = None
             header_line = 1
-            rows: list[tuple[int, list[str]]] = []
             for record in reader:
-                if not record or (len(record) == 1 and not record[0].strip()):
-                    continue
-                if header is None:
+                if _filled(record):
                     header = [name.strip() for name in record]
                     header_line = reader.line_num
-                    continue
-                rows.append((reader.line_num, record))
+                    break
+            rows = [(reader.line_num, record) for record in reader if _filled(record)]
         if header is None:
             raise TraceError(self.path, 1, f"empty file; expected a header with {', '.join(required)}")
         self.header: tuple[str, ...] = tuple(header)
@@ -187,6 +189,13 @@ class CsvTable:
 
     def has(self, column: str) -> bool:
         return column in self.col
+
+    def columns(self) -> dict[str, tuple[str, ...]]:
+        """Every column's cells as read (not stripped), in row order, by name: for readers that convert a
+        whole column at once."""
+        if not self.rows:
+            return {name: () for name in self.header}
+        return dict(zip(self.header, zip(*(row for _, row in self.rows), strict=True), strict=True))
 
     def error(self, line: int, message: str) -> TraceError:
         return TraceError(self.path, line, message)
