@@ -29,6 +29,9 @@ DEFAULT_MAX_RETRY = 3
 #: Resources a queue capability of 0 leaves unlimited: Volcano's proportion and capacity plugins raise
 #: a capability's MilliCPU and Memory at or below 0 to MaxFloat64, and keep every other quantity as given.
 UNCAPPED_AT_ZERO = frozenset({CPU, MEMORY})
+#: The source of an object made in memory. Source is frozen, so every such object shares this one: the
+#: simulator makes a PodGroup and pods per job, and a fresh Source each was a tenth of their cost.
+NO_SOURCE = Source()
 
 
 class TaintEffect(StrEnum):
@@ -130,7 +133,7 @@ class Node:
     ready: bool = True
     #: Memory of each GPU card in MiB (cards share volcano.sh/gpu-memory evenly), or () without GPUs.
     gpu_memory_mib: tuple[int, ...] = ()
-    source: Source = field(default_factory=Source)
+    source: Source = NO_SOURCE
     raw: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -170,7 +173,7 @@ class Pod:
     gpu_indices: tuple[int, ...] = ()
     #: Time the pod was created, in seconds; orders tasks and jobs like a creation timestamp.
     created: float = 0.0
-    source: Source = field(default_factory=Source)
+    source: Source = NO_SOURCE
     raw: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -201,7 +204,7 @@ class PodGroup:
     #: Node affinity written on the PodGroup spec (a tidegate extension applied to the group's pods).
     affinity: NodeAffinity | None = None
     created: float = 0.0
-    source: Source = field(default_factory=Source)
+    source: Source = NO_SOURCE
     raw: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -226,7 +229,7 @@ class Queue:
     parent: str = ""
     priority: int = 0
     state: QueueState = QueueState.OPEN
-    source: Source = field(default_factory=Source)
+    source: Source = NO_SOURCE
     raw: dict[str, Any] = field(default_factory=dict)
 
     def capability_limits(self) -> dict[str, int]:
@@ -243,7 +246,7 @@ class PriorityClass:
     name: str
     value: int
     global_default: bool = False
-    source: Source = field(default_factory=Source)
+    source: Source = NO_SOURCE
     raw: dict[str, Any] = field(default_factory=dict)
 
 
@@ -302,7 +305,7 @@ class Job:
     plugins: dict[str, list[str]] = field(default_factory=dict)
     scheduler_name: str = "volcano"
     created: float = 0.0
-    source: Source = field(default_factory=Source)
+    source: Source = NO_SOURCE
     raw: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -348,7 +351,7 @@ class SchedulerConfiguration:
     name: str = "default"
     actions: tuple[str, ...] = DEFAULT_ACTIONS
     tiers: tuple[Tier, ...] = DEFAULT_TIERS
-    source: Source = field(default_factory=Source)
+    source: Source = NO_SOURCE
     raw: dict[str, Any] = field(default_factory=dict)
 
     def plugin(self, name: str) -> PluginOption | None:
