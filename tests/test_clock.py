@@ -2,10 +2,11 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 
 import pytest
 
-from tidegate.clock import SimClock, WallClock
+from tidegate.clock import EventLoop, SimClock, WallClock
 
 
 def test_events_run_in_time_then_priority_then_insertion_order() -> None:
@@ -84,3 +85,48 @@ def test_the_wall_clock_runs_events_other_threads_add_on_its_own_thread() -> Non
 def test_the_wall_clock_refuses_a_speed_that_is_not_positive() -> None:
     with pytest.raises(ValueError, match="speed"):
         WallClock(speed=0)
+
+
+@pytest.mark.parametrize("make_clock", [SimClock, lambda: WallClock(speed=1e6)], ids=["sim", "wall"])
+def test_call_each_runs_as_call_at_in_index_order_would(make_clock: Callable[[], EventLoop]) -> None:
+    # The calls take their places when scheduled: ties with later events at the same time and priority go
+    # to the series, equal times keep index order, and the series interleaves with what its calls schedule.
+    def replay(each: bool) -> list[str]:
+        clock = make_clock()
+        seen: list[str] = []
+        times = [5.0, 1.0, 5.0, 3.0, 1.0]
+
+        def call(i: int) -> None:
+            seen.append(f"job{i}@{clock.now():g}")
+            if i == 3:
+                clock.call_at(5.0, lambda: seen.append("scheduled by job3"), priority=1)
+
+        if each:
+            clock.call_each(times, call, priority=1)
+        else:
+            for i, when in enumerate(times):
+                clock.call_at(when, lambda i=i: call(i), priority=1)  # type: ignore[misc]
+        clock.call_at(5.0, lambda: seen.append("later, same priority"), priority=1)
+        clock.call_at(5.0, lambda: seen.append("later, first priority"), priority=0)
+        clock.run()
+        return seen
+
+    assert replay(each=True) == replay(each=False)
+    assert replay(each=True) == [
+        "job1@1",
+        "job4@1",
+        "job3@3",
+        "later, first priority",
+        "job0@5",
+        "job2@5",
+        "later, same priority",
+        "scheduled by job3",
+    ]
+
+
+def test_call_each_refuses_the_past_and_takes_nothing() -> None:
+    clock = SimClock(start=10)
+    with pytest.raises(ValueError, match="past"):
+        clock.call_each([20.0, 5.0], lambda i: None)
+    clock.call_each([], lambda i: None)
+    assert clock.peek() is None

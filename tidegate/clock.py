@@ -11,8 +11,9 @@ import heapq
 import math
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from itertools import count
 from typing import Protocol
 
@@ -36,6 +37,10 @@ class EventLoop(Clock, Protocol):
 
     events_run: int
 
+    def call_each(self, times: Sequence[float], callback: Callable[[int], None], priority: int = 0) -> None:
+        """Call `callback(i)` at `times[i]` for every i, as `call_at` would in index order."""
+        ...
+
     def peek(self) -> float | None: ...
 
     def run(self, until: float | None = None) -> None: ...
@@ -53,6 +58,42 @@ class _Event:
 
 #: A heap entry: tuples compare in C, far cheaper than an ordered dataclass on a month of events.
 _Entry = tuple[float, int, int, _Event]
+
+
+class _Series:
+    """The calls of one `SimClock.call_each`, taken in `order`: the heap holds an event for the next only.
+    (A class, not closures: a closure that schedules itself would be a reference cycle.)"""
+
+    __slots__ = ("_callback", "_first", "_heap", "_order", "_position", "_priority", "_times")
+
+    def __init__(
+        self,
+        heap: list[_Entry],
+        times: Sequence[float],
+        order: list[int],
+        first: int,
+        priority: int,
+        callback: Callable[[int], None],
+    ) -> None:
+        self._heap = heap
+        self._times = times
+        self._order = order
+        self._first = first  # call i's sequence number is first + i
+        self._priority = priority
+        self._callback = callback
+        self._position = 0
+
+    def push_next(self) -> None:
+        i = self._order[self._position]
+        when = self._times[i]
+        heapq.heappush(self._heap, (when, self._priority, self._first + i, _Event(when, self._fire)))
+
+    def _fire(self) -> None:
+        i = self._order[self._position]
+        self._position += 1
+        if self._position < len(self._order):  # none of the calls after it can come before it
+            self.push_next()
+        self._callback(i)
 
 
 class SimClock:
@@ -76,6 +117,21 @@ class SimClock:
 
     def call_later(self, delay: float, callback: Callback, priority: int = 0) -> _Event:
         return self.call_at(self._now + max(delay, 0.0), callback, priority)
+
+    def call_each(self, times: Sequence[float], callback: Callable[[int], None], priority: int = 0) -> None:
+        """Call `callback(i)` at `times[i]` for every i, exactly as `call_at(times[i], partial(callback, i),
+        priority)` for each i in index order would: the calls take their sequence numbers now, so they run in
+        the same order among themselves and against every other event. Only the next one sits in the heap,
+        though: a replay's thousands of arrivals would otherwise deepen every push and pop of the run. The
+        calls cannot be cancelled."""
+        if not times:
+            return
+        if min(times) < self._now:
+            raise ValueError(f"cannot schedule an event in the past ({min(times)} < now {self._now})")
+        order = sorted(range(len(times)), key=times.__getitem__)  # stable: equal times keep index order
+        first = next(self._seq)
+        self._seq = count(first + len(times))  # the numbers call_at would have taken, one a call
+        _Series(self._heap, times, order, first, priority, callback).push_next()
 
     def peek(self) -> float | None:
         while self._heap and self._heap[0][3].cancelled:
@@ -141,6 +197,12 @@ class WallClock:
 
     def call_later(self, delay: float, callback: Callback, priority: int = 0) -> _Event:
         return self.call_at(self.now() + max(delay, 0.0), callback, priority)
+
+    def call_each(self, times: Sequence[float], callback: Callable[[int], None], priority: int = 0) -> None:
+        """Call `callback(i)` at `times[i]` for every i: `call_at` for each in index order (a live loop's
+        heap is small, so SimClock's one-at-a-time series would buy nothing here)."""
+        for i, when in enumerate(times):
+            self.call_at(when, partial(callback, i), priority)
 
     def peek(self) -> float | None:
         with self._changed:

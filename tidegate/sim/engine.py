@@ -33,7 +33,7 @@ from tidegate.sim.datasets import LruCache
 from tidegate.sim.fleet import Pool
 from tidegate.sim.gravity import DataGravity, Where, link_capacity, per_pod_cap
 from tidegate.sim.link import Link
-from tidegate.sim.meter import Meter
+from tidegate.sim.meter import Level, Meter
 from tidegate.sim.outage import LinkOutages
 from tidegate.sim.policies import FAILS, RESTARTS, JobPolicy
 from tidegate.sim.spec import ScenarioSpec, SimulationSpec
@@ -164,6 +164,12 @@ class Simulation:
         self.node_pool: dict[str, Pool] = {}
         self.jobs = jobs
         self.meter = Meter()
+        #: The levels every arrival, start and end moves, looked up once (created at 0 as on first use; a
+        #: node's is its pool's `pool_gpus`, kept like `node_pool` after the node has gone).
+        self._demand_gpus = self.meter["demand_gpus"]
+        self._local_gpus = self.meter["local_gpus"]
+        self._cloud_gpus = self.meter["cloud_gpus"]
+        self._node_gpus: dict[str, Level] = {}
         self.events: list[tuple[float, str]] = []
         self.pending: dict[str, SimJob] = {}  # group key -> job waiting for placement
         self.running: dict[str, Running] = {}  # group key -> placed job
@@ -220,8 +226,8 @@ class Simulation:
     # -- workload -------------------------------------------------------------------------------------
     def run(self) -> None:
         clock = self.clock
-        for job in self.jobs:
-            clock.call_at(job.submitted, partial(self._arrive, job), PRIORITY_ARRIVAL)
+        jobs = self.jobs
+        clock.call_each([job.submitted for job in jobs], lambda i: self._arrive(jobs[i]), PRIORITY_ARRIVAL)
         if self.autoscalers:
             clock.call_at(0.0, self._autoscale, PRIORITY_AUTOSCALE)
         if self.budget is not None:
@@ -275,13 +281,14 @@ class Simulation:
         weight = self.scenario.data_gravity.locality_weight
         group, pods = to_group(job, to_cloud, job.restarts, data_nodes, weight)
         self.core.add_group(group, pods)
-        self.pending[group.key] = job
-        self.group_pods[group.key] = [pod.key for pod in pods]
-        for pod in pods:
-            self.pod_group[pod.key] = group.key
+        group_key = group.key
+        self.pending[group_key] = job
+        self.group_pods[group_key] = pod_keys = [pod.key for pod in pods]
+        for key in pod_keys:
+            self.pod_group[key] = group_key
 
     def _demand(self, gpus: float) -> None:
-        self.meter["demand_gpus"].add(gpus, self.clock.now())
+        self._demand_gpus.add(gpus, self.clock.now())
 
     # -- scheduling -----------------------------------------------------------------------------------
     def _want_cycle(self, departure: bool = False) -> None:
@@ -348,11 +355,18 @@ class Simulation:
     def _start(self, job: SimJob, group_key: str, nodes: list[str], now: float) -> None:
         per_pod = job.gpus / max(len(nodes), 1)
         local = cloud = 0.0  # summed pod by pod, in order, as sum() would
+        node_pods = self.node_pods
         for node in nodes:
             if self.node_pool[node].is_cloud:
                 cloud += per_pod
             else:
                 local += per_pod
+            groups = node_pods.get(node)
+            if groups is None:
+                node_pods[node] = {group_key}
+            else:
+                groups.add(group_key)
+            self._node_gpus[node].add(per_pod, now)
         if job.started is None:
             job.started = now
         if job.queued_since is not None:
@@ -360,12 +374,7 @@ class Simulation:
             job.queued_since = None
         run = Running(job, group_key, nodes, local, cloud, now)
         self.running[group_key] = run
-        for node in nodes:
-            self.node_pods.setdefault(node, set()).add(group_key)
-        self.meter["local_gpus"].add(local, now)
-        self.meter["cloud_gpus"].add(cloud, now)
-        for node in nodes:
-            self.meter[f"pool_gpus/{self.node_pool[node].name}"].add(per_pod, now)
+        self._move_gpus(local, cloud, now)
         if self.data is None or self.data.stage(group_key, job, nodes):
             self._begin_work(run)
 
@@ -418,12 +427,18 @@ class Simulation:
         self.core.remove_group(run.group_key)
         for key in self.group_pods.pop(run.group_key, ()):
             self.pod_group.pop(key, None)
-        self.meter["local_gpus"].add(-run.local_gpus, now)
-        self.meter["cloud_gpus"].add(-run.cloud_gpus, now)
+        self._move_gpus(-run.local_gpus, -run.cloud_gpus, now)
         per_pod = run.job.gpus / max(len(run.nodes), 1)
         for node in run.nodes:
-            self.meter[f"pool_gpus/{self.node_pool[node].name}"].add(-per_pod, now)
+            self._node_gpus[node].add(-per_pod, now)
         self._want_cycle(departure=True)
+
+    def _move_gpus(self, local: float, cloud: float, now: float) -> None:
+        """Allocated GPUs change by `local` in the IDC and `cloud` in the cloud (adding 0 changes no level)."""
+        if local:
+            self._local_gpus.add(local, now)
+        if cloud:
+            self._cloud_gpus.add(cloud, now)
 
     def _finish(self, run: Running) -> None:
         run.timer = None  # its event points back at the run: unlinked, reference counting frees both
@@ -704,6 +719,7 @@ class Simulation:
         node = pool.new_node()
         pool.nodes.append(node.name)
         self.node_pool[node.name] = pool
+        self._node_gpus[node.name] = self.meter[f"pool_gpus/{pool.name}"]
         self.core.add_nodes([node])
         if pool.name in self.spot:
             self._schedule_notice(pool, node.name)
