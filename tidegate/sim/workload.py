@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cache
+from operator import attrgetter
 
 import numpy as np
 
@@ -120,7 +121,7 @@ def trace_jobs(spec: WorkloadSpec) -> list[TraceJob]:
         jobs = read_helios_jobs(spec.path)
     else:
         jobs = _synthetic(spec)
-    jobs.sort(key=lambda j: (j.submit_s, j.job_id))
+    jobs.sort(key=attrgetter("submit_s", "job_id"))
     return jobs[: spec.limit] if spec.limit else jobs
 
 
@@ -172,14 +173,20 @@ def sim_jobs(spec: WorkloadSpec, records: list[TraceJob]) -> list[SimJob]:
         queues.append(queue or spec.default_queue)
     by_queue = {m.name: m.datasets for m in spec.queues if m.datasets}
     datasets = assign_datasets(queues, spec.datasets, by_queue, spec.synthetic.seed + 11)
-    out = []
-    for record, queue, dataset in zip(records, queues, datasets, strict=True):
-        pinned = bool(rng.random() < pinned_by_queue.get(queue, 0.0))
-        job = SimJob(record, queue, pinned, record.submit_s, home_queue=queue)
-        job.checkpoint_every_s = spec.checkpoint_every_seconds
-        job.dataset = dataset
-        out.append(job)
-    return out
+    draws = rng.random(len(records)).tolist()  # the numbers one rng.random() a record would draw, in one call
+    every = spec.checkpoint_every_seconds
+    return [
+        SimJob(
+            record,
+            queue,
+            draw < pinned_by_queue.get(queue, 0.0),
+            record.submit_s,
+            checkpoint_every_s=every,
+            home_queue=queue,
+            dataset=dataset,
+        )
+        for record, queue, dataset, draw in zip(records, queues, datasets, draws, strict=True)
+    ]
 
 
 def pod_requests(record: TraceJob) -> Resources:
