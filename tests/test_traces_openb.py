@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -410,3 +411,60 @@ def test_real_variant_pod_lists() -> None:
     assert len(multigpu) == 8324
     assert all(pod.creation_time is None and pod.gpu_spec == () for pod in multigpu)
     assert sum(1 for pod in multigpu if pod.num_gpu == 8) == 141
+
+
+def _mostly(valid: list[str], odd: list[str]) -> st.SearchStrategy[str]:
+    """A cell that is plain about nine draws in ten, else unusual (padded, `1_000`, "nan") or wrong."""
+    return st.sampled_from(valid * (9 * len(odd) // len(valid) + 1) + odd)
+
+
+_POD_CELLS = st.tuples(
+    _mostly([""], [" p9 ", "p0", " "]),  # "": the row's own unique name
+    _mostly(["0", "1", "7"], ["-1", " 2 ", "1_000", "1.5", "x", ""]),
+    _mostly(["0", "1", "7"], ["-1", " 2 ", "1_000", "1.5", "x", ""]),
+    st.sampled_from(
+        [("0", "0", "")] * 3
+        + [("1", "1000", "T4"), ("1", "500", "")] * 3
+        + [("8", "1000", "T4|A10")] * 3
+        + [(" 1 ", " 500 ", " T4 | T4 "), ("-1", "0", ""), ("1", "1500", ""), ("0", "0", "T4"), ("1", "500", "T4||A10")]
+    ),
+    _mostly(["LS", ""], [" BE "]),
+    _mostly(["Running", ""], [" Failed "]),
+    st.sampled_from(
+        [("", "", "")] * 3
+        + [("0", "5", "0"), ("5", "12", "5")] * 3
+        + [
+            (" 3 ", "1e1", "None"),
+            ("nan", "2_0", "NaN"),
+            ("5", "0", ""),
+            ("inf", "5", ""),
+            ("x", "", ""),
+            ("-1", "", ""),
+        ]
+    ),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_POD_CELLS, min_size=1, max_size=4))
+def test_the_column_reader_accepts_only_what_the_row_reader_reads_the_same(rows: list[tuple[Any, ...]]) -> None:
+    # The pod list is converted a column at a time unless a cell is unusual or wrong (openb's
+    # _clean_pod_columns); whatever it accepts, the checked row-by-row reader must read to the same values.
+    from tidegate.traces.openb import _checked_pod_columns, _clean_pod_columns
+    from tidegate.traces.records import CsvTable
+
+    lines = [
+        ",".join((name or f"p{i}", cpu, memory, *gpu, qos, phase, *times))
+        for i, (name, cpu, memory, gpu, qos, phase, times) in enumerate(rows, start=1)
+    ]
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "pods.csv"
+        path.write_text(POD_HEADER + "".join(line + "\n" for line in lines))
+        table = CsvTable(path, ("name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli"))
+        fast = _clean_pod_columns(table)
+        try:
+            checked = _checked_pod_columns(table)
+        except TraceError:
+            assert fast is None
+            return
+        assert fast is None or fast == checked
