@@ -16,12 +16,14 @@ engine's, not the CPU count's.
 python -m bench.simulation             # full run (a few minutes)
 python -m bench.simulation --quick     # prefixes only: a smoke run, not for the record
 python -m bench.simulation --write     # full run, results section of BENCHMARKS.md rewritten
+Each row of a full run is the median of `--repeat` runs (3).
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import statistics
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -187,13 +189,20 @@ def counting_core(inp: SimulationInput, queues: list[Queue]) -> Core:
     return CountingCore()
 
 
-def timed(workload: str, core: str, inp: SimulationInput, factory: CoreFactory | None = None) -> list[Row]:
+def timed(
+    workload: str, core: str, inp: SimulationInput, factory: CoreFactory | None = None, repeat: int = 1
+) -> list[Row]:
+    """Each scenario run `repeat` times in a row: the median wall time (this shared machine's speed drifts
+    by a quarter from one minute to the next, so one run says little)."""
     rows = []
     for scenario in inp.simulations[next(iter(inp.simulations))].scenarios:
         one = _only(inp, scenario)
-        start = time.perf_counter()
-        (result,) = run_simulation(one, core_factory=factory, workers=1)
-        seconds = time.perf_counter() - start
+        times = []
+        for _ in range(repeat):
+            start = time.perf_counter()
+            (result,) = run_simulation(one, core_factory=factory, workers=1)
+            times.append(time.perf_counter() - start)
+        seconds = statistics.median(times)
         summary: dict[str, Any] = result.summary
         several = len(inp.simulations[next(iter(inp.simulations))].scenarios) > 1
         name = f"{workload}: {scenario}" if several else workload
@@ -207,22 +216,24 @@ def _only(inp: SimulationInput, scenario: str) -> SimulationInput:
     return dataclasses.replace(inp, simulations={name: spec})
 
 
-def run(quick: bool, baseline_jobs: int, work: Path) -> list[Row]:
+def run(quick: bool, baseline_jobs: int, work: Path, repeat: int = 1) -> list[Row]:
     rows = []
     prefix = replay_input(work / "prefix", baseline_jobs)
-    rows += timed(f"openb replay, first {baseline_jobs} jobs", "SnapshotCore (baseline)", prefix, snapshot_core)
-    rows += timed(f"openb replay, first {baseline_jobs} jobs", "OnlineScheduler", prefix)
+    prefix_name = f"openb replay, first {baseline_jobs} jobs"
+    rows += timed(prefix_name, "SnapshotCore (baseline)", prefix, snapshot_core, repeat)
+    rows += timed(prefix_name, "OnlineScheduler", prefix, repeat=repeat)
     if not quick:
         replay = replay_input(work / "all", 0)
-        rows += timed("openb replay, all jobs", "OnlineScheduler", replay)
-        rows += timed("openb replay, all jobs", FLOOR, replay, counting_core)
-        rows += timed("synthetic month", "OnlineScheduler", load_simulation([str(HYBRID)]))
+        rows += timed("openb replay, all jobs", "OnlineScheduler", replay, repeat=repeat)
+        rows += timed("openb replay, all jobs", FLOOR, replay, counting_core, repeat)
+        rows += timed("synthetic month", "OnlineScheduler", load_simulation([str(HYBRID)]), repeat=repeat)
     return rows
 
 
-def table(rows: list[Row]) -> str:
+def table(rows: list[Row], repeat: int = 1) -> str:
+    wall = "wall s" if repeat == 1 else f"wall s (median of {repeat})"
     lines = [
-        "| workload | core | jobs | simulated days | wall s | jobs/s |",
+        f"| workload | core | jobs | simulated days | {wall} | jobs/s |",
         "|---|---|---:|---:|---:|---:|",
     ]
     for r in rows:
@@ -256,11 +267,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="prefixes only (smoke run)")
     parser.add_argument("--write", action="store_true", help="rewrite the results section of BENCHMARKS.md")
     parser.add_argument("--baseline-jobs", type=int, default=400, help="replay prefix both cores run")
+    parser.add_argument("--repeat", type=int, default=3, help="runs of each row; the median is reported")
     parser.add_argument("--work", type=Path, default=Path("out/bench-simulation"), help="scratch folder")
     parser.add_argument("--write-to", type=Path, default=BENCHMARKS_MD, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    rows = run(args.quick, args.baseline_jobs, args.work)
-    text = table(rows) + "\n" + summary(rows)
+    repeat = 1 if args.quick else max(args.repeat, 1)
+    rows = run(args.quick, args.baseline_jobs, args.work, repeat)
+    text = table(rows, repeat) + "\n" + summary(rows)
     print(text)
     if args.write or args.write_to != BENCHMARKS_MD:
         write(text, args.write_to, START, END)
