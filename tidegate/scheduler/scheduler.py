@@ -33,7 +33,7 @@ def schedule(
     unknown = [name for name in config.actions if name not in ACTIONS]
     if unknown:
         raise ValueError(f"unknown action(s) {', '.join(unknown)}; known: {', '.join(ACTIONS)}")
-    with _cyclic_gc_paused():
+    with cyclic_gc_paused():
         ssn = Session(snapshot, config, registry or default_registry())
         for name in config.actions:
             ACTIONS[name].execute(ssn)
@@ -54,12 +54,13 @@ def _dismantle(ssn: Session) -> None:
 
 
 @contextmanager
-def _cyclic_gc_paused() -> Iterator[None]:
-    """Hold off Python's cyclic garbage collector for one cycle (reference counting still frees memory).
+def cyclic_gc_paused() -> Iterator[None]:
+    """Hold off Python's cyclic garbage collector for a burst of allocations that stay alive (reference
+    counting still frees memory); collection resumes, as configured, afterwards. Left alone when it is off.
 
     A cycle allocates many small containers, which triggers full collections; each walks the whole heap
     (the snapshot and the caller's objects included) and, on 5,000 nodes, took over a tenth of the
-    cycle while finding nothing the cycle still uses. Collection resumes, as configured, afterwards.
+    cycle while finding nothing the cycle still uses.
     """
     if not gc.isenabled():
         yield

@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import gc
 import os
 import queue as queue_module
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import Future, ProcessPoolExecutor
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from multiprocessing import Manager
 from typing import Any
@@ -21,6 +19,7 @@ from tidegate.model.objects import Queue
 from tidegate.model.quantity import parse_quantity
 from tidegate.model.resources import CPU, GPU_MEMORY, GPU_MILLI, GPU_NUMBER, MEMORY, NVIDIA_GPU
 from tidegate.scheduler.online import OnlineScheduler
+from tidegate.scheduler.scheduler import cyclic_gc_paused
 from tidegate.sim.core import Core
 from tidegate.sim.engine import DataInputs, Outcome, Simulation, static_quotas
 from tidegate.sim.fleet import Pool
@@ -204,22 +203,6 @@ Progress = Callable[[str, float, float], None]
 CoreFactory = Callable[[SimulationInput, list[Queue]], Core]
 
 
-@contextmanager
-def _collector_paused() -> Iterator[None]:
-    """No cyclic garbage collection while the workload is read: the readers keep nearly every object they
-    make (rows, records, jobs), so a pass can free next to nothing, and the tens of thousands of new objects
-    set off a full pass over every object in the process (~30 ms of the openb replay's first run in a process).
-    Left alone when the collector is off already."""
-    if not gc.isenabled():
-        yield
-        return
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
-
-
 def build_simulation(
     inp: SimulationInput,
     name: str,
@@ -232,7 +215,9 @@ def build_simulation(
     workload's span (the last submission); on simulated time unless another `clock` is given."""
     spec = inp.simulations[name]
     workload = inp.workloads[spec.workload]
-    with _collector_paused():
+    # The readers keep nearly every object they make: a collection pass would free next to nothing, yet the
+    # tens of thousands of new objects set one off (~30 ms of the openb replay's first run in a process).
+    with cyclic_gc_paused():
         records = trace_jobs(workload)
         jobs: list[SimJob] = sim_jobs(workload, records)
     horizon = max((r.submit_s for r in records), default=0.0)
