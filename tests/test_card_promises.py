@@ -6,6 +6,10 @@ from __future__ import annotations
 from scheduler_builders import PROPORTION, Cluster, bound, job, node, pending_reason, pipelined, queue
 
 from tidegate.model.objects import PodGroupPhase
+from tidegate.scheduler.actions.eviction import _cards_fit
+from tidegate.scheduler.info import TaskStatus
+from tidegate.scheduler.plugins import default_registry
+from tidegate.scheduler.session import Session
 
 SLICE = {"volcano.sh/gpu-memory": 10240}  # 10 GiB of one card
 
@@ -45,3 +49,24 @@ def test_a_slice_may_start_on_an_untouched_card_beyond_the_promise_or_share_a_us
     decisions = shared.schedule(PROPORTION)
     assert bound(decisions) == {"default/slice-0": "n1"}
     assert pipelined(decisions) == {"default/nominee-0": "n1"}
+
+
+def test_eviction_leaves_promised_cards_to_the_pod_pipelined_first() -> None:
+    # Both of n1's cards are promised to `nominee`, whose victim is leaving: evicting more of n1 for a slice
+    # would pipeline it onto a card the nominee needs, so no victim on n1 is worth it for the slice.
+    jobs = [
+        job("victim", queue="a", requests={"nvidia.com/gpu": 1}, running_on=["n1"], gpu_indices=[(1,)]),
+        job("nominee", queue="b", requests={"nvidia.com/gpu": 2}, phase=PodGroupPhase.INQUEUE, created=1),
+        job("slice", queue="a", requests=SLICE, phase=PodGroupPhase.INQUEUE, created=2),
+        job("whole", queue="a", requests={"nvidia.com/gpu": 1}, phase=PodGroupPhase.INQUEUE, created=3),
+    ]
+    jobs[1].pods[0].nominated_node_name = "n1"
+    c = Cluster([node("n1", gpus=2, gpu_mem_mib=81920)], [queue("a"), queue("b")], jobs)
+    ssn = Session(c.snapshot(), PROPORTION, default_registry())
+    assert ssn.table.promised == [2]
+    victim = ssn.tasks["default/victim-0"]
+    for name in ("slice", "whole"):
+        assert not _cards_fit(ssn, ssn.tasks[f"default/{name}-0"], 0, [victim])
+    ssn.undo_pipeline(ssn.tasks["default/nominee-0"], 0, TaskStatus.PENDING)
+    assert ssn.table.promised == [0]
+    assert all(_cards_fit(ssn, ssn.tasks[f"default/{name}-0"], 0, [victim]) for name in ("slice", "whole"))

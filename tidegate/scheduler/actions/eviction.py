@@ -103,7 +103,8 @@ def _fits(ssn: Session, task: TaskInfo, row: int, quota_fits: Callable[[], bool]
 
 def _cards_fit(ssn: Session, task: TaskInfo, row: int, extra_victims: list[TaskInfo]) -> bool:
     """GPU requests also need cards once the victims (and pods already evicted there) leave: enough untouched
-    cards for whole-card requests, one card with room for a slice (memory and thousandths) for shared ones."""
+    cards for whole-card requests, one card with room for a slice (memory and thousandths) for shared ones,
+    besides the untouched cards promised to pods already pipelined to the node (`NodeTable.promised`)."""
     gpu = task.gpu
     if not gpu.any:
         return True
@@ -120,8 +121,12 @@ def _cards_fit(ssn: Session, task: TaskInfo, row: int, extra_victims: list[TaskI
                 mem[card] -= victim.gpu.mem_mib
                 milli[card] -= victim.gpu.milli
     usable = table.card_exists[row] & ~whole
+    untouched = usable & (mem == 0) & (milli == 0)
+    promised = table.promised[row]  # untouched cards already promised to pods pipelined here
     if gpu.whole:
-        return int((usable & (mem == 0) & (milli == 0)).sum()) >= gpu.whole
+        return int(untouched.sum()) >= gpu.whole + promised
+    if promised and int(untouched.sum()) <= promised:
+        usable &= ~untouched
     if gpu.mem_mib:
         usable &= table.card_mem[row] - mem >= gpu.mem_mib
     if gpu.milli:
