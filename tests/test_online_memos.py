@@ -141,14 +141,15 @@ def _replay_binds(
 
 @pytest.mark.parametrize(
     "bounds",
-    [{"MAX_STATES": 3}, {"MAX_STATE_RESULTS": 2, "MAX_STALE_ROWS": 2}],
-    ids=["states", "results"],
+    [{"MAX_STATES": 3}, {"MAX_STATE_RESULTS": 2, "MAX_STALE_ROWS": 2}, {"MAX_IDENT_ENTRIES": 1}],
+    ids=["states", "results", "pod-entries"],
 )
 def test_forgetting_node_states_changes_no_placement(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, bounds: dict[str, int]
 ) -> None:
     """The node-state memo is bounded; once it forgets (states numbered anew, results dropped, arrays
-    caught up early) the replay places every pod where it did with room to spare."""
+    caught up early, pod entries found by identity dropped) the replay places every pod where it did with
+    room to spare."""
     inp = replay_input(tmp_path / "replay", 300)
     roomy = _replay_binds(inp, monkeypatch)
     for name, value in bounds.items():

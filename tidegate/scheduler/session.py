@@ -49,6 +49,9 @@ SCALAR_TOTAL_ROWS = 128
 MAX_STATE_RESULTS = 8_192
 #: Rows the scalar path may refresh in a request's lists before its arrays catch up.
 MAX_STALE_ROWS = 1024
+#: Pod entries a long-lived session keeps by the identity of a pod's request, selector, affinity and
+#: tolerations (arrivals from one template share them: their entry is found without building the shape).
+MAX_IDENT_ENTRIES = 4096
 
 
 @dataclass(slots=True)
@@ -278,8 +281,7 @@ class Session:
             for ancestor in queue.ancestors:
                 ancestor.request += total
         self._deferred_requests = None
-        # Identity entries hold the pods' objects; a long-lived session (add_group) must not keep every
-        # pod it ever saw, so they last for one batch of pods (value interning stays: it is bounded).
+        # Identity entries hold the pods' objects: a snapshot's pods rarely share them with later arrivals.
         self._pods_by_ident.clear()
         for (namespace, name), orphans in pods_by_group.items():
             self.warnings.append(
@@ -299,7 +301,7 @@ class Session:
             phase=group.phase,
         )
         deferred = self._deferred_requests
-        by_ident = self._pods_by_ident if deferred is not None else {}
+        by_ident = self._pods_by_ident
         tasks, counts = job.tasks, job.counts
         for pod in pods:
             # Pods from one template share the objects their shape is made of: found by identity, the
@@ -385,6 +387,10 @@ class Session:
                 raise ValueError(f"pod {pod.key} asks for {', '.join(unknown)}, which this session has no column for")
         job = self._add_job(group, queue, pods)
         self._shapes.extend([None] * (len(self._shape_ids) - len(self._shapes)))
+        if len(self._pods_by_ident) > MAX_IDENT_ENTRIES:
+            # Arrivals made from templates share their objects, so the entries stay few; pods that share
+            # nothing must not make a long-lived session keep every object it ever saw.
+            self._pods_by_ident.clear()
         return job
 
     def _pod_entry(self, pod: Pod) -> _PodEntry:

@@ -48,6 +48,8 @@ PREFER_IDC = NodeAffinity(
     )
 )
 PIN_TO_IDC = {NODE_TYPE_LABEL: IDC}
+#: Every unpinned pod's (empty) nodeSelector: one object, so the scheduler finds the pods of a shape by identity.
+NO_SELECTOR: dict[str, str] = {}
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 
 
@@ -235,7 +237,7 @@ def to_group(
         min_resources=_scaled(requests, record.pods),
         created=job.submitted,
     )
-    selector = PIN_TO_IDC if job.pinned else {}
+    selector = PIN_TO_IDC if job.pinned else NO_SELECTOR
     tolerations = (CLOUD_TOLERATION,) if tolerate_cloud and not job.pinned else ()
     affinity = prefer_idc_and(data_nodes, locality_weight) if tolerations else PREFER_IDC
     annotations = {DATASET_ANNOTATION: job.dataset} if job.dataset else {}
