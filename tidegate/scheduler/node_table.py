@@ -136,6 +136,7 @@ class NodeTable:
         #: an untouched card only while more are untouched than promised, or the nominee finds its cards
         #: taken when its victims have left.
         self.promised: list[int] = [0] * n
+        self.promised_total = 0  # over all nodes: without promises the rule below costs nothing
         self.changes: list[int] = []
         #: Rows as Python ints for scalar code: alloc never changes in a session; used rows are
         #: converted on demand and forgotten when the row changes.
@@ -243,12 +244,21 @@ class NodeTable:
             self.pipelined[row] -= request
         if whole_cards:
             self.promised[row] += sign * whole_cards
+            self.promised_total += sign * whole_cards
         self.add_used(row, request, sign)  # also forgets the node's state number: promises are part of it
 
     def slice_may_take_untouched(self, row: int) -> bool:
         """Whether a GPU slice may start on an untouched card of the node (see `promised`)."""
         promised = self.promised[row]
         return not promised or self.card_free_bits[row].bit_count() > promised
+
+    def untouched_closed(self, rows: IntArray | slice) -> BoolArray | None:
+        """Per node, not `slice_may_take_untouched`: its untouched cards are all promised (None: no promises)."""
+        if not self.promised_total:
+            return None
+        promised = np.asarray(self.promised, dtype=np.int64)[rows]
+        closed: BoolArray = (promised > 0) & (promised >= self.card_free[rows])
+        return closed
 
     def take_cards(self, row: int, cards: tuple[int, ...], mem_mib: int, milli: int, whole: bool) -> None:
         self._card_rows.pop(row, None)

@@ -69,11 +69,10 @@ class GpuSharePlugin(Plugin):
             ok = ok & (table.card_mem[rows] - table.card_used_mem[rows] >= task.gpu.mem_mib)
         if task.gpu.milli:
             ok = ok & (CARD_MILLI - table.card_used_milli[rows] >= task.gpu.milli)
-        if promises and any(table.promised):
-            promised = np.asarray(table.promised, dtype=np.int64)[rows]
-            closed = promised >= table.card_free[rows]  # a slice there would leave too few untouched
+        closed = table.untouched_closed(rows) if promises else None
+        if closed is not None:
             untouched = ~table.card_whole[rows] & (table.card_used_mem[rows] == 0) & (table.card_used_milli[rows] == 0)
-            ok = ok & ~(untouched & (closed & (promised > 0))[:, None])
+            ok = ok & ~(untouched & closed[:, None])
         return ok
 
     def fit(self, task: TaskInfo, rows: IntArray | slice) -> BoolArray:
