@@ -138,3 +138,42 @@ def test_schedule_refuses_invalid_manifests(tmp_path: Path) -> None:
     result = runner.invoke(app, ["schedule", "-f", str(tmp_path)])
     assert result.exit_code == 1
     assert "spec.capability.cpu" in result.stderr
+
+
+def _gpu_pod(name: str, mib: int, node: str = "", card: str = "", nominated: str = "") -> str:
+    annotations = f"annotations: {{volcano.sh/gpu-index: '{card}'}}" if card else "annotations: {}"
+    return f"""
+apiVersion: v1
+kind: Pod
+metadata: {{name: {name}, {annotations}}}
+spec:
+  nodeName: '{node}'
+  containers: [{{name: main, resources: {{requests: {{cpu: "1", volcano.sh/gpu-memory: "{mib}"}}}}}}]
+status: {{phase: {"Running" if node else "Pending"}, nominatedNodeName: '{nominated}'}}
+"""
+
+
+def test_schedule_keeps_the_card_held_for_a_nominated_gpu_slice() -> None:
+    # Three 80 GiB cards, each half used; `nominee` (a whole card's memory) was pipelined to card 0, whose
+    # last victim is still leaving. `slice` fits the node's memory count and half of any card, but not card
+    # 0's: the nominee's annotation holds it, and the output says so.
+    node = """
+apiVersion: v1
+kind: Node
+metadata: {name: n1}
+status:
+  allocatable: {cpu: "32", memory: 256Gi, volcano.sh/gpu-memory: "245760", volcano.sh/gpu-number: "3", pods: "110"}
+"""
+    pods = [
+        _gpu_pod("victim", 40960, node="n1", card="0"),
+        _gpu_pod("other-1", 40960, node="n1", card="1"),
+        _gpu_pod("other-2", 40960, node="n1", card="2"),
+        _gpu_pod("nominee", 81920, card="0", nominated="n1"),
+        _gpu_pod("slice", 40960),
+    ]
+    result = runner.invoke(app, ["schedule", "-f", "-", "-o", "json"], input="---".join([node, *pods]))
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert doc["pipelined"] == [{"pod": "default/nominee", "node": "n1", "gpu_index": "0"}]
+    (binding,) = doc["bindings"]
+    assert binding["pod"] == "default/slice" and binding["gpu_index"] in ("1", "2")

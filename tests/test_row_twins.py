@@ -24,6 +24,7 @@ from tidegate.model.objects import (
     Tier,
 )
 from tidegate.model.resources import CPU, GPU_MEMORY, GPU_MILLI, GPU_NUMBER, MEMORY, NVIDIA_GPU, PODS, Resources
+from tidegate.scheduler.actions.eviction import nominated_cards
 from tidegate.scheduler.info import TaskInfo, TaskStatus
 from tidegate.scheduler.plugins import default_registry
 from tidegate.scheduler.session import Session
@@ -58,11 +59,11 @@ def _snapshot(rng: random.Random) -> Snapshot:
 
 def _walk(ssn: Session, task: TaskInfo, rng: random.Random) -> None:
     """One step of a random walk over node states: place the task (now or pipelined, which promises
-    whole cards), overcommitting a node at times, or take it back."""
+    whole cards or holds a slice's card), overcommitting a node at times, or take it back."""
     if task.status is TaskStatus.PENDING:
         row = rng.randrange(len(ssn.table))
         if rng.random() < 0.25:
-            ssn.apply_pipeline(task, row)
+            ssn.apply_pipeline(task, row, nominated_cards(ssn, task, row))
         else:
             ssn.apply_allocate(task, row, ssn.select_cards(task, row), TaskStatus.ALLOCATED)
     elif rng.random() < 0.3:

@@ -23,7 +23,10 @@ def decisions_document(decisions: Decisions) -> dict[str, Any]:
             for b in decisions.binds
         ],
         "evictions": [{"pod": e.pod, "node": e.node, "reason": e.reason} for e in decisions.evictions],
-        "pipelined": [{"pod": p.pod, "node": p.node} for p in decisions.pipelined],
+        "pipelined": [
+            {"pod": p.pod, "node": p.node, "gpu_index": ",".join(map(str, p.gpu_indices)) or None}
+            for p in decisions.pipelined
+        ],
         "pending": [{"job": p.job, "queue": p.queue, "reason": p.reason} for p in decisions.pending],
         "podgroups": [
             {"podgroup": g.group, "queue": g.queue, "phase": g.phase.value, "reason": g.reason}
@@ -54,10 +57,10 @@ def render(decisions: Decisions, fmt: str, console: Console) -> None:
         console.print(evicted)
     if decisions.pipelined:
         waiting = Table(title=f"Pipelined ({len(decisions.pipelined)})")
-        waiting.add_column("pod")
-        waiting.add_column("node")
+        for column in ("pod", "node", "GPU cards held"):
+            waiting.add_column(column)
         for p in decisions.pipelined:
-            waiting.add_row(p.pod, p.node)
+            waiting.add_row(p.pod, p.node, ",".join(map(str, p.gpu_indices)))
         console.print(waiting)
     pending = Table(title=f"Pending jobs ({len(decisions.pending)})")
     for column in ("job", "queue", "reason"):

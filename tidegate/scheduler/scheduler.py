@@ -100,7 +100,7 @@ def decide_jobs(ssn: Session, jobs: Iterable[JobInfo]) -> Decisions:
         if pipelined:
             for task in job.tasks:
                 if task.status is pipelined_status:
-                    out.pipelined.append(Pipeline(task.key, names[task.node]))
+                    out.pipelined.append(Pipeline(task.key, names[task.node], task.cards))
         phase = ssn.final_phase(job)
         waiting = counts[pending_status] + pipelined
         ready, needed = job.ready_num, job.min_available

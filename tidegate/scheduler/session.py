@@ -442,8 +442,8 @@ class Session:
             return
         if not pod.node_name:
             row = self.table.row.get(pod.nominated_node_name) if pod.nominated_node_name else None
-            if row is not None:  # pipelined in an earlier cycle: the node stays nominated to it
-                self.apply_pipeline(task, row)
+            if row is not None:  # pipelined in an earlier cycle: the node (and its GPU slice's card) stays held
+                self.apply_pipeline(task, row, pod.gpu_indices if task.gpu.shared else ())
             return
         row = self.table.row.get(pod.node_name)
         if row is None:
@@ -818,9 +818,14 @@ class Session:
         for handler in self.ext.on_deallocate:
             handler(task)
 
-    def apply_pipeline(self, task: TaskInfo, row: int) -> None:
-        self.table.add_pipelined(row, task.request, task.gpu.whole)
-        task.node = row
+    def apply_pipeline(self, task: TaskInfo, row: int, cards: tuple[int, ...] = ()) -> None:
+        """The task waits for the node while its victims leave: its request is held there, with that many
+        untouched cards promised when it asks for whole ones, and `cards` held for its GPU slice."""
+        table = self.table
+        table.add_pipelined(row, task.request, task.gpu.whole)
+        if cards:
+            table.take_cards(row, cards, task.gpu.mem_mib, task.gpu.milli, False)
+        task.node, task.cards = row, cards
         task.job.set_status(task, TaskStatus.PIPELINED)
         self.pipelined[task.key] = task
         self.placed += 1
@@ -830,13 +835,18 @@ class Session:
 
     def undo_pipeline(self, task: TaskInfo, row: int, previous: TaskStatus) -> None:
         self.freed += 1
-        self.table.add_pipelined(row, task.request, task.gpu.whole, -1)
-        self.pipelined.pop(task.key, None)
-        task.node = -1
+        self._release_pipelined(task, row)
+        task.node, task.cards = -1, ()
         task.job.set_status(task, previous)
         self._charge_queue(task.job, task.request, -1)
         for handler in self.ext.on_deallocate:
             handler(task)
+
+    def _release_pipelined(self, task: TaskInfo, row: int) -> None:
+        self.table.add_pipelined(row, task.request, task.gpu.whole, -1)
+        if task.cards:
+            self.table.release_cards(row, task.cards, task.gpu.mem_mib, task.gpu.milli, False)
+        self.pipelined.pop(task.key, None)
 
     def apply_evict(self, task: TaskInfo, reason: str) -> None:
         self.freed += 1  # the victim's quota is given back
@@ -893,8 +903,7 @@ class Session:
                 if status is _RELEASING:
                     self.table.releasing[row] -= task.request
                 elif status is _PIPELINED:
-                    self.table.add_pipelined(row, task.request, task.gpu.whole, -1)
-                    self.pipelined.pop(task.key, None)
+                    self._release_pipelined(task, row)
             if status in _CHARGED:
                 self._charge_queue(job, task.request, -1)
             if status not in _FINISHED:
@@ -965,6 +974,8 @@ class Session:
                 table.releasing[row] += task.request
             elif status is TaskStatus.PIPELINED:
                 table.add_pipelined(row, task.request, task.gpu.whole)
+                if task.cards:
+                    table.take_cards(row, task.cards, task.gpu.mem_mib, task.gpu.milli, False)
         table.changes.clear()
 
     def reopen(self, now: float) -> None:

@@ -42,10 +42,12 @@ class Evict:
 
 @dataclass(frozen=True, slots=True)
 class Pipeline:
-    """A pod waits for a node whose resources are being released by evictions."""
+    """A pod waits for a node whose resources are being released by evictions (its nominated node),
+    holding `gpu_indices` there when it asks for a GPU slice (the card its slice will share)."""
 
     pod: str
     node: str
+    gpu_indices: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

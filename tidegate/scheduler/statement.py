@@ -33,9 +33,10 @@ class Statement:
         self.ops.append(_Op("allocate", task, task.status, row, cards))
         self.ssn.apply_allocate(task, row, cards, TaskStatus.ALLOCATED)
 
-    def pipeline(self, task: TaskInfo, row: int) -> None:
-        self.ops.append(_Op("pipeline", task, task.status, row, ()))
-        self.ssn.apply_pipeline(task, row)
+    def pipeline(self, task: TaskInfo, row: int, cards: tuple[int, ...] = ()) -> None:
+        """Nominate the node to the task (and hold `cards` there for its GPU slice) while victims leave."""
+        self.ops.append(_Op("pipeline", task, task.status, row, cards))
+        self.ssn.apply_pipeline(task, row, cards)
 
     def evict(self, task: TaskInfo, reason: str) -> None:
         self.ops.append(_Op("evict", task, task.status, task.node, task.cards, reason))

@@ -99,12 +99,15 @@ class SnapshotCore:
             self.pods[group_key][i] = dataclasses.replace(
                 pod, node_name=bind.node, nominated_node_name="", phase=PodPhase.RUNNING, gpu_indices=bind.gpu_indices
             )
-        nominated = {p.pod: p.node for p in decisions.pipelined}
+        nominated = {p.pod: p for p in decisions.pipelined}
         for group_pods in self.pods.values():
             for i, pod in enumerate(group_pods):
-                node = nominated.get(pod.key, "") if not pod.node_name else ""
-                if pod.nominated_node_name != node:
-                    group_pods[i] = dataclasses.replace(pod, nominated_node_name=node)
+                if pod.node_name:
+                    continue
+                nomination = nominated.get(pod.key)
+                node, cards = (nomination.node, nomination.gpu_indices) if nomination else ("", ())
+                if pod.nominated_node_name != node or pod.gpu_indices != cards:
+                    group_pods[i] = dataclasses.replace(pod, nominated_node_name=node, gpu_indices=cards)
         for status in decisions.groups:
             group = self.groups.get(status.group)
             if group is not None and group.phase is not status.phase:

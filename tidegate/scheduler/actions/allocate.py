@@ -153,22 +153,22 @@ def bind_nominated(ssn: Session) -> None:
         by_job.setdefault(id(task.job), []).append(task)
     for tasks in sorted(by_job.values(), key=lambda tasks: ssn.job_key(tasks[0].job)):
         job = tasks[0].job
-        rows = [(task, task.node) for task in sorted(tasks, key=ssn.task_key)]
-        for task, row in rows:
+        held = [(task, task.node, task.cards) for task in sorted(tasks, key=ssn.task_key)]
+        for task, row, _ in held:
             ssn.undo_pipeline(task, row, TaskStatus.PENDING)
         stmt = ssn.statement()
         bound = 0
-        for task, row in rows:
+        for task, row, _ in held:
             if not ssn.fits_now(task, row):
                 break
             stmt.allocate(task, row)
             bound += 1
-        if bound == len(rows) and ssn.job_ready(job):
+        if bound == len(held) and ssn.job_ready(job):
             stmt.commit()
             continue
         stmt.discard()
-        for task, row in rows:
-            ssn.apply_pipeline(task, row)
+        for task, row, cards in held:
+            ssn.apply_pipeline(task, row, cards)
 
 
 def pending_tasks_sorted(ssn: Session, job: JobInfo) -> list[TaskInfo]:

@@ -11,6 +11,7 @@ import numpy as np
 
 from tidegate.model.objects import PodGroupPhase
 from tidegate.scheduler.info import JobInfo, QueueInfo, TaskInfo, TaskStatus
+from tidegate.scheduler.node_table import BoolArray
 from tidegate.scheduler.session import Session
 from tidegate.scheduler.statement import Statement
 
@@ -90,7 +91,7 @@ def evict_for(
         if not _fits(ssn, task, row, quota_fits):
             node_stmt.discard()
             continue
-        node_stmt.pipeline(task, row)
+        node_stmt.pipeline(task, row, nominated_cards(ssn, task, row))
         stmt.merge(node_stmt)
         return True
     return False
@@ -104,10 +105,36 @@ def _fits(ssn: Session, task: TaskInfo, row: int, quota_fits: Callable[[], bool]
 def _cards_fit(ssn: Session, task: TaskInfo, row: int, extra_victims: list[TaskInfo]) -> bool:
     """GPU requests also need cards once the victims (and pods already evicted there) leave: enough untouched
     cards for whole-card requests, one card with room for a slice (memory and thousandths) for shared ones,
-    besides the untouched cards promised to pods already pipelined to the node (`NodeTable.promised`)."""
+    besides the untouched cards promised to pods already pipelined to the node (`NodeTable.promised`) and
+    the slices held for them."""
     gpu = task.gpu
     if not gpu.any:
         return True
+    usable, untouched = _cards_after_leaving(ssn, task, row, extra_victims)
+    if gpu.whole:
+        return int(untouched.sum()) >= gpu.whole + ssn.table.promised[row]
+    return bool(usable.any())
+
+
+def nominated_cards(ssn: Session, task: TaskInfo, row: int) -> tuple[int, ...]:
+    """The card held for a GPU slice pipelined to the node: the first one its slice fits on once the pods
+    evicted there have left. Held, the slice counts on that card from now on, so no other slice takes the
+    room its victims free one by one (whole cards are promised by count instead: which cards come free
+    depends on the order the victims leave). Whole-card and CPU-only pods hold no card."""
+    if not task.gpu.shared:
+        return ()
+    usable, _ = _cards_after_leaving(ssn, task, row, [])
+    found = np.flatnonzero(usable)
+    return (int(found[0]),) if len(found) else ()
+
+
+def _cards_after_leaving(
+    ssn: Session, task: TaskInfo, row: int, extra_victims: list[TaskInfo]
+) -> tuple[BoolArray, BoolArray]:
+    """Per card of the node once the victims and the pods already evicted there have left: may the task's
+    slice go there (not on an untouched card while the untouched ones are all promised), and is it
+    untouched."""
+    gpu = task.gpu
     table = ssn.table
     whole = table.card_whole[row].copy()
     mem = table.card_used_mem[row].copy()
@@ -123,15 +150,13 @@ def _cards_fit(ssn: Session, task: TaskInfo, row: int, extra_victims: list[TaskI
     usable = table.card_exists[row] & ~whole
     untouched = usable & (mem == 0) & (milli == 0)
     promised = table.promised[row]  # untouched cards already promised to pods pipelined here
-    if gpu.whole:
-        return int(untouched.sum()) >= gpu.whole + promised
     if promised and int(untouched.sum()) <= promised:
         usable &= ~untouched
     if gpu.mem_mib:
         usable &= table.card_mem[row] - mem >= gpu.mem_mib
     if gpu.milli:
         usable &= CARD_MILLI - milli >= gpu.milli
-    return bool(usable.any())
+    return usable, untouched
 
 
 class EvictionAction(ABC):
