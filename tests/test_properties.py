@@ -470,7 +470,7 @@ def tolerated(tolerations: Iterable[Toleration], node: Node) -> bool:
 def affinity_matches(affinity: NodeAffinity | None, labels: dict[str, str]) -> bool:
     if affinity is None or affinity.required is None:
         return True
-    return any(term.match_expressions and term.matches(labels) for term in affinity.required)
+    return any(term.matches(labels) for term in affinity.required)
 
 
 def check_placement_constraints(o: Outcome) -> None:

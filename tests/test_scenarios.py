@@ -853,6 +853,7 @@ def test_required_node_affinity(affinity: NodeAffinity, expected: set[str]) -> N
     )
     decisions = cluster.schedule(PROPORTION)
     assert set(bound(decisions).values()) == expected
+    assert {n.name for n in AFFINITY_NODES if affinity.required_matches(n.labels)} == expected  # the model agrees
     if len(expected) < 4:
         reason = pending_reason(decisions, "default/j")
         mismatched = 4 - len(expected)

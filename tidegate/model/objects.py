@@ -101,7 +101,9 @@ class NodeSelectorTerm:
     match_expressions: tuple[NodeSelectorRequirement, ...] = ()
 
     def matches(self, labels: dict[str, str]) -> bool:
-        return all(req.matches(labels) for req in self.match_expressions)
+        """Kubernetes: "A null or empty node selector term matches no objects" (the scheduler's LabelIndex
+        agrees)."""
+        return bool(self.match_expressions) and all(req.matches(labels) for req in self.match_expressions)
 
 
 @dataclass(frozen=True, slots=True)
