@@ -12,6 +12,7 @@ from rich.console import Console
 from tidegate.cli.experiment import app as experiment_app
 from tidegate.cli.manifest_snapshot import prepare
 from tidegate.cli.output import render
+from tidegate.cli.serve import serve
 from tidegate.cli.simulate import simulate
 from tidegate.model.manifests import load_manifests
 from tidegate.scheduler.scheduler import schedule as run_schedule
@@ -83,6 +84,7 @@ def schedule(
 
 
 app.command()(simulate)
+app.command()(serve)
 
 
 if __name__ == "__main__":  # pragma: no cover

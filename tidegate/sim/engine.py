@@ -23,7 +23,8 @@ import numpy as np
 
 from tidegate.autoscale.hpa import HPAController, HPAControllerConfig, HPASpec, check_hpa, queue_metric_values
 from tidegate.clock import EventLoop, SimClock, Timer
-from tidegate.model.objects import JobAction, JobEvent, Queue
+from tidegate.lifecycle.policies import JobPolicy, Resolution, verdict
+from tidegate.model.objects import JobEvent, Queue
 from tidegate.model.quantity import parse_quantity
 from tidegate.model.resources import Resources
 from tidegate.scheduler.snapshot import Decisions
@@ -35,7 +36,6 @@ from tidegate.sim.gravity import DataGravity, Where, link_capacity, per_pod_cap
 from tidegate.sim.link import Link
 from tidegate.sim.meter import Level, Meter
 from tidegate.sim.outage import LinkOutages
-from tidegate.sim.policies import FAILS, RESTARTS, JobPolicy
 from tidegate.sim.spec import ScenarioSpec, SimulationSpec
 from tidegate.sim.spot import Interruptions, grace_warning, prestop
 from tidegate.sim.workload import SimJob, to_group
@@ -470,25 +470,20 @@ class Simulation:
 
     def _evicted(self, run: Running, reason: str, stopped_at: float | None = None, saved_all: bool = False) -> None:
         """The gang's pods are evicted (PodEvicted): it stops, releases its GPUs, and the job's policies
-        decide (see tidegate/sim/policies.py): restart from its last checkpoint, fail or complete."""
+        decide (see tidegate/lifecycle/policies.py): restart from its last checkpoint, fail or complete."""
         now = self.clock.now()
         self._stop_work(run, now if stopped_at is None else stopped_at, saved_all)
         self._release(run)
         job = run.job
         self._demand(-job.gpus)
-        action = self.policy.action(JobEvent.POD_EVICTED)
-        if action in RESTARTS:
-            job.retries += 1
-            if job.retries >= self.policy.max_retry:
-                limit = f"retry {job.retries} reached maxRetry {self.policy.max_retry}"
-                self._end(job, failed=f"{reason}; PodEvicted -> {action}, {limit}")
-                return
-        elif action in FAILS:
-            self._end(job, failed=f"{reason}; PodEvicted -> {action}")
+        decided = verdict(self.policy, JobEvent.POD_EVICTED, job.retries)
+        job.retries = decided.retries
+        if decided.resolution is Resolution.FAIL:
+            self._end(job, failed=f"{reason}; {decided.rule}")
             return
-        elif action is JobAction.COMPLETE_JOB:
+        if decided.resolution is Resolution.COMPLETE:
             self._end(job, failed="")
-            self.events.append((now, f"{job.name}: completed by policy ({reason}; PodEvicted -> {action})"))
+            self.events.append((now, f"{job.name}: completed by policy ({reason}; {decided.rule})"))
             return
         job.restarts += 1
         self.events.append((now, f"{job.name}: restarted ({reason})"))

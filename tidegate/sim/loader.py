@@ -9,12 +9,12 @@ from typing import Any
 
 from tidegate.autoscale.hpa import HPASpec
 from tidegate.autoscale.hpa_manifest import parse_hpa
+from tidegate.lifecycle.policies import JobPolicy, job_policy
 from tidegate.model.errors import ManifestError, ManifestErrors, Source
 from tidegate.model.manifests import load_manifests
 from tidegate.model.objects import Job, Queue, SchedulerConfiguration
 from tidegate.model.resources import Resources
 from tidegate.model.validation import validate
-from tidegate.sim.policies import JobPolicy, job_policy
 from tidegate.sim.spec import (
     API_VERSION,
     SIM_KINDS,

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from tidegate.clock import EventLoop
+from tidegate.lifecycle.policies import JobPolicy
 from tidegate.model.objects import Queue
 from tidegate.model.quantity import parse_quantity
 from tidegate.model.resources import CPU, GPU_MEMORY, GPU_MILLI, GPU_NUMBER, MEMORY, NVIDIA_GPU
@@ -25,7 +26,6 @@ from tidegate.sim.engine import DataInputs, Outcome, Simulation, static_quotas
 from tidegate.sim.fleet import Pool
 from tidegate.sim.link import GBPS
 from tidegate.sim.loader import SimulationInput
-from tidegate.sim.policies import JobPolicy
 from tidegate.sim.spec import NodePoolSpec, ScenarioSpec, SimulationSpec
 from tidegate.sim.spot import Interruptions
 from tidegate.sim.workload import SimJob, sim_jobs, trace_jobs

@@ -1,8 +1,8 @@
-"""What a simulated job does when its pods are evicted: Volcano's vcjob lifecycle policies and maxRetry.
+"""What a job does when its pods are evicted or fail: Volcano's vcjob lifecycle policies and maxRetry.
 
-A Workload names a vcjob (`jobTemplate`) in the simulation folder; every job of the workload follows
-its policies as Volcano's job controller would (pkg/controllers/job, `applyPolicies` and the
-running/restarting states):
+A simulated Workload names a vcjob (`jobTemplate`) whose policies all its jobs follow; a job submitted to
+the live control plane follows its own. Either way the rules are those of Volcano's job controller
+(pkg/controllers/job, `applyPolicies` and the running/restarting states):
 
 - The event is looked up in the task's policies first (a simulated job is one task of identical pods:
   the template's first task), then in the job's; the first policy naming the event, or `*`, decides.
@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
 from tidegate.model.objects import DEFAULT_MAX_RETRY, Job, JobAction, JobEvent, LifecyclePolicy
@@ -65,3 +66,38 @@ def job_policy(job: Job, checkpoint_s: float = 0.0) -> JobPolicy:
     """A vcjob's policies, maxRetry and grace period as one JobPolicy."""
     task_policies = job.tasks[0].policies if job.tasks else ()
     return JobPolicy(task_policies, job.policies, job.max_retry, grace_seconds(job), job.name, checkpoint_s)
+
+
+class Resolution(StrEnum):
+    RESTART = "restart"
+    FAIL = "fail"
+    COMPLETE = "complete"
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """What the job controller does about an event: restart the job, or end it failed or completed."""
+
+    resolution: Resolution
+    #: The job's retry count afterwards (a restart by policy counts one; a plain sync does not).
+    retries: int
+    #: The rule that decided, e.g. "PodEvicted -> RestartJob, retry 3 reached maxRetry 3" ("" without one).
+    rule: str
+
+
+def verdict(policy: JobPolicy, event: JobEvent, retries: int) -> Verdict:
+    """The policies' answer to `event` for a job that has been retried `retries` times so far."""
+    action = policy.action(event)
+    if action is None:  # Volcano only syncs the job: its missing pods are recreated, no retry counted
+        return Verdict(Resolution.RESTART, retries, "")
+    rule = f"{event} -> {action}"
+    if action in RESTARTS:
+        retries += 1
+        if retries >= policy.max_retry:
+            return Verdict(Resolution.FAIL, retries, f"{rule}, retry {retries} reached maxRetry {policy.max_retry}")
+        return Verdict(Resolution.RESTART, retries, rule)
+    if action in FAILS:
+        return Verdict(Resolution.FAIL, retries, rule)
+    if action is JobAction.COMPLETE_JOB:
+        return Verdict(Resolution.COMPLETE, retries, rule)
+    return Verdict(Resolution.RESTART, retries, rule)  # ResumeJob: nothing to resume here, so a sync

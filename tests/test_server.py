@@ -1,0 +1,159 @@
+"""The live control plane's REST API: through FastAPI's test client, and `tidegate serve` as a real server."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+from test_live import CLUSTER, batch, vcjob
+from typer.testing import CliRunner
+
+from tidegate.cli.main import app
+from tidegate.clock import SimClock
+from tidegate.live.control_plane import ControlPlane
+from tidegate.model.manifests import load_text
+from tidegate.server.app import create_app
+
+SEED = Path(__file__).resolve().parents[1] / "examples" / "seed"
+
+
+@pytest.fixture
+def served() -> tuple[TestClient, ControlPlane]:
+    plane = ControlPlane.from_manifests(load_text(CLUSTER, "cluster.yaml"), SimClock())
+    return TestClient(create_app(plane)), plane
+
+
+def test_jobs_submitted_in_a_batch_run_and_complete_through_the_api(served: tuple[TestClient, ControlPlane]) -> None:
+    client, plane = served
+    response = client.post("/jobs", content=batch(vcjob("a", replicas=2), vcjob("b", "prod", gpus=3)))
+    assert response.status_code == 201 and response.json() == {"accepted": ["default/a", "default/b"]}
+    assert client.get("/jobs/default/a").json()["phase"] == "Pending"
+    plane.cycle()
+    assert {job["key"]: job["phase"] for job in client.get("/jobs").json()} == {
+        "default/a": "Running",
+        "default/b": "Running",
+    }
+    agents = {node["name"]: client.get(f"/nodes/{node['name']}/pods").json() for node in client.get("/nodes").json()}
+    pods = sorted(pod["name"] for listed in agents.values() for pod in listed)
+    assert pods == ["default/a-worker-0", "default/a-worker-1", "default/b-worker-0"]
+    for pod in ("a-worker-0", "a-worker-1"):
+        reply = client.post(f"/pods/default/{pod}/status", json={"phase": "Succeeded"})
+        assert reply.status_code == 200
+    assert reply.json()["phase"] == "Completed"
+    assert [job["key"] for job in client.get("/jobs", params={"phase": "Running"}).json()] == ["default/b"]
+
+
+def test_bad_submissions_answer_422_naming_document_object_and_field(served: tuple[TestClient, ControlPlane]) -> None:
+    client, plane = served
+    response = client.post("/jobs", content=batch(vcjob("ok"), vcjob("lost", queue="nope")))
+    assert response.status_code == 422
+    (error,) = response.json()["errors"]
+    assert (error["file"], error["document"], error["kind"], error["name"], error["field"]) == (
+        "POST /jobs",
+        1,
+        "Job",
+        "lost",
+        "spec.queue",
+    )
+    assert plane.jobs == {}
+    assert client.post("/jobs", content="kind: [").status_code == 422
+
+
+def test_a_queue_weight_is_patched_live(served: tuple[TestClient, ControlPlane]) -> None:
+    client, plane = served
+    reply = client.patch("/queues/dev", json={"spec": {"weight": 10}})
+    assert reply.status_code == 200 and reply.json()["spec"]["weight"] == 10
+    assert plane.core.ssn.queues["dev"].queue.weight == 10  # the scheduler's next cycle reads it
+    assert 'tidegate_queue_weight{queue="dev"} 10.0' in client.get("/metrics").text
+    bad = client.patch("/queues/dev", json={"spec": {"weight": "ten"}})
+    assert bad.status_code == 422 and bad.json()["errors"][0]["field"] == "spec.weight"
+    assert client.patch("/queues/nope", json={"spec": {"weight": 1}}).status_code == 404
+    assert client.get("/queues/dev").json()["spec"]["weight"] == 10
+
+
+def test_errors_for_unknown_objects_and_refused_reports(served: tuple[TestClient, ControlPlane]) -> None:
+    client, plane = served
+    assert client.get("/jobs/default/none").status_code == 404
+    assert client.delete("/jobs/default/none").status_code == 404
+    assert client.get("/nodes/none/pods").status_code == 404
+    client.post("/jobs", content=vcjob("a"))
+    assert client.post("/pods/default/a-worker-0/status", json={"phase": "Succeeded"}).status_code == 409  # not bound
+    assert client.post("/pods/default/a-worker-0/status", json={"phase": "Lost"}).status_code == 409
+    plane.cycle()
+    assert client.delete("/jobs/default/a").json() == {"deleted": "default/a"}
+
+
+def test_metrics_export_the_pending_duration_the_hpa_reads(served: tuple[TestClient, ControlPlane]) -> None:
+    client, plane = served
+    client.post("/jobs", content=batch(*(vcjob(f"j{i}", gpus=4) for i in range(3))))
+    plane.cycle()
+    clock = plane.clock
+    assert isinstance(clock, SimClock)
+    clock.call_at(300.0, lambda: None)
+    clock.run()
+    text = client.get("/metrics").text
+    assert 'volcano_queue_pending_jobs_duration_seconds{queue="dev"} 300.0' in text
+    assert 'tidegate_queue_jobs{phase="running",queue="dev"} 2.0' in text
+    assert 'tidegate_queue_allocated{queue="dev",resource="nvidia.com/gpu"} 8.0' in text
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def _call(url: str, method: str = "GET", body: bytes | None = None) -> Any:
+    request = urllib.request.Request(url, data=body, method=method, headers={"content-type": "application/json"})
+    with urllib.request.urlopen(request, timeout=5) as response:
+        return json.loads(response.read())
+
+
+def test_tidegate_serve_schedules_on_the_wall_clock(tmp_path: Path) -> None:
+    port = _free_port()
+    base = f"http://127.0.0.1:{port}"
+    command = [sys.executable, "-m", "tidegate.cli.main", "serve", str(SEED), "--port", str(port), "--period", "0.1"]
+    log = tmp_path / "serve.log"
+    with log.open("wb") as output:
+        server = subprocess.Popen(command, stdout=output, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                health = _call(f"{base}/healthz")
+                break
+            except (urllib.error.URLError, ConnectionError):
+                assert server.poll() is None, log.read_text()
+                assert time.monotonic() < deadline, "tidegate serve did not answer in 30 s"
+                time.sleep(0.2)
+        assert health["ok"]
+        accepted = _call(f"{base}/jobs", "POST", vcjob("live-job", queue="dev").encode())
+        assert accepted == {"accepted": ["default/live-job"]}
+        while _call(f"{base}/jobs/default/live-job")["phase"] != "Running":
+            assert time.monotonic() < deadline, "the job was not scheduled"
+            time.sleep(0.1)
+        patched = _call(f"{base}/queues/dev", "PATCH", json.dumps({"spec": {"weight": 10}}).encode())
+        assert patched["spec"]["weight"] == 10
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+
+
+def test_tidegate_serve_refuses_a_bad_folder_naming_the_field(tmp_path: Path) -> None:
+    (tmp_path / "queues.yaml").write_text(
+        CLUSTER + "---\nkind: Queue\napiVersion: scheduling.volcano.sh/v1beta1\n"
+        "metadata: {name: broken}\nspec: {weight: heavy}\n"
+    )
+    result = CliRunner().invoke(app, ["serve", str(tmp_path), "--port", str(_free_port())])
+    assert result.exit_code == 1
+    assert "Queue/broken field spec.weight" in result.output

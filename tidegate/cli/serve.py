@@ -1,0 +1,52 @@
+"""`tidegate serve`: the live control plane behind its REST API, scheduling on the wall clock."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Annotated
+
+import typer
+import uvicorn
+from rich.console import Console
+
+from tidegate.clock import WallClock
+from tidegate.live.control_plane import DEFAULT_PERIOD_SECONDS, ControlPlane
+from tidegate.model.errors import ManifestErrors
+from tidegate.model.manifests import load_manifests
+from tidegate.server.app import create_app
+
+
+def serve(
+    paths: Annotated[
+        list[str], typer.Argument(help="Manifest files or folders: Nodes, Queues, PriorityClasses, a configuration.")
+    ],
+    host: Annotated[str, typer.Option("--host", help="Address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", min=0, max=65535, help="Port to listen on.")] = 8080,
+    period: Annotated[
+        float, typer.Option("--period", min=0.001, help="Seconds between scheduling cycles (Volcano's schedulePeriod).")
+    ] = DEFAULT_PERIOD_SECONDS,
+) -> None:
+    """Run the live control plane: the cluster comes from the manifests, jobs through the API (see docs/live.md)."""
+    console, err = Console(), Console(stderr=True)
+    ms = load_manifests(paths)
+    for warning in ms.warnings:
+        err.print(f"[yellow]warning[/]: {warning}", highlight=False)
+    clock = WallClock(start=time.time())
+    try:
+        plane = ControlPlane.from_manifests(ms, clock)
+    except ManifestErrors as exc:
+        for error in exc.errors:
+            err.print(f"[red]error[/]: {error}", highlight=False)
+        raise typer.Exit(1) from exc
+    plane.start(clock, period)
+    threading.Thread(target=clock.run, name="tidegate-cycles", daemon=True).start()
+    console.print(
+        f"tidegate: {len(plane.nodes)} nodes, {len(plane.queues)} queues, {len(plane.jobs)} jobs; "
+        f"a cycle every {period:g} s; API on http://{host}:{port}",
+        highlight=False,
+    )
+    try:
+        uvicorn.run(create_app(plane), host=host, port=port, log_level="warning")
+    finally:
+        plane.stop()

@@ -1,0 +1,1 @@
+"""The live control plane: the scheduling core on the wall clock over submitted jobs (`tidegate serve`)."""

@@ -1,0 +1,535 @@
+"""The live control plane: the simulator's scheduling core, run on the wall clock over the jobs users submit.
+
+`tidegate serve` puts it behind a REST API (tidegate/server). Its nodes, queues, priority classes and
+scheduler configuration come from a folder of manifests, as `tidegate simulate` reads them; users then
+submit Volcano Jobs, PodGroups with their pods and bare pods, several at once, and edit queues while
+it runs (`PATCH /queues/<name>` with `{"spec": {"weight": 10}}`), which the next cycle sees.
+
+Every `period` seconds a cycle of the same `OnlineScheduler` the simulator drives decides: bound pods
+are listed on their node for that node's agent (a kubelet's part), which reports when each one has
+succeeded or failed. A pod evicted by reclaim or preempt (`PodEvicted`) or reported failed
+(`PodFailed`) makes its job follow its vcjob's lifecycle policies and maxRetry
+(tidegate/lifecycle/policies.py): restart (its pods recreated, pending again), fail or complete.
+A job whose pods have all succeeded is complete. Resources are held until the job ends.
+
+State lives in memory; every method is safe to call from any thread (one lock around them).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+from typing import Any
+
+from tidegate.clock import Clock, EventLoop, Timer
+from tidegate.lifecycle.policies import JobPolicy, Resolution, job_policy, verdict
+from tidegate.model.errors import ManifestError, ManifestErrors, Source
+from tidegate.model.expand import BARE_POD_GROUP_PREFIX, workload_from
+from tidegate.model.manifests import ManifestSet, load_text
+from tidegate.model.objects import (
+    Job,
+    JobEvent,
+    Node,
+    Pod,
+    PodGroup,
+    PodGroupPhase,
+    PodPhase,
+    PriorityClass,
+    Queue,
+    SchedulerConfiguration,
+)
+from tidegate.model.resources import Resources
+from tidegate.model.validation import validate
+from tidegate.scheduler.online import OnlineScheduler
+from tidegate.scheduler.snapshot import Decisions
+
+#: Volcano's schedulePeriod default.
+DEFAULT_PERIOD_SECONDS = 1.0
+#: Priority of the scheduling cycle among events due at the same time (after the API's changes).
+PRIORITY_CYCLE = 10
+#: Kinds a submission may hold; the rest of the cluster comes from the served folder.
+SUBMITTED_KINDS = ("Job", "PodGroup", "Pod")
+
+
+class JobPhase(StrEnum):
+    PENDING = "Pending"  # waiting for admission (enqueue) or for room
+    INQUEUE = "Inqueue"  # admitted, not placed yet
+    RUNNING = "Running"
+    COMPLETED = "Completed"
+    FAILED = "Failed"
+
+
+FINISHED = (JobPhase.COMPLETED, JobPhase.FAILED)
+
+
+class NotFound(KeyError):
+    """No object of that kind and name (the API answers 404)."""
+
+
+class Conflict(ValueError):
+    """The request contradicts the object's state (the API answers 409)."""
+
+
+@dataclass(slots=True)
+class LiveJob:
+    """A submitted job: its PodGroup, its pods as they are now, and what happened to it."""
+
+    group: PodGroup
+    #: The pods as submitted; a restart recreates them from these.
+    template: tuple[Pod, ...]
+    pods: list[Pod]
+    #: Lifecycle policies by task name ("" for pods of no vcjob task).
+    policies: Mapping[str, JobPolicy]
+    submitted: float
+    #: When it last entered the queue (submission or restart): what pending time counts from.
+    queued_since: float
+    phase: JobPhase = JobPhase.PENDING
+    reason: str = ""
+    retries: int = 0
+    started: float | None = None
+    finished: float | None = None
+    events: list[tuple[float, str]] = field(default_factory=list)
+
+    @property
+    def key(self) -> str:
+        return self.group.key
+
+    @property
+    def waiting(self) -> bool:
+        return self.phase in (JobPhase.PENDING, JobPhase.INQUEUE)
+
+
+@dataclass(slots=True)
+class QueueMetrics:
+    """What `GET /metrics` exports for one queue."""
+
+    queue: str
+    weight: int
+    pending_seconds: float = 0.0
+    pending: int = 0
+    running: int = 0
+    allocated: Resources = field(default_factory=Resources)
+
+
+class ControlPlane:
+    """The live loop's state: nodes, queues, submitted jobs, and the scheduler that places them."""
+
+    def __init__(
+        self,
+        clock: Clock,
+        nodes: Sequence[Node],
+        queues: Sequence[Queue],
+        config: SchedulerConfiguration | None = None,
+        priority_classes: Sequence[PriorityClass] = (),
+    ) -> None:
+        self.clock = clock
+        self.config = config or SchedulerConfiguration()
+        self.nodes = {node.name: node for node in nodes}
+        self.queues = {queue.name: queue for queue in queues}
+        self.priority_classes = list(priority_classes)
+        self.core = OnlineScheduler(nodes, queues, self.config, report_waiting=False)
+        self.jobs: dict[str, LiveJob] = {}
+        self._pod_job: dict[str, str] = {}  # pod key -> job key
+        self._node_pods: dict[str, dict[str, Pod]] = {name: {} for name in self.nodes}
+        self._lock = threading.RLock()
+        self._timer: Timer | None = None
+        self.cycles = 0
+        self.last_cycle_s = 0.0
+
+    @classmethod
+    def from_manifests(cls, ms: ManifestSet, clock: Clock) -> ControlPlane:
+        """Nodes, queues, priority classes and the scheduler configuration of a loaded folder; the jobs,
+        PodGroups and pods it holds are submitted at once. Raises ManifestErrors for any problem."""
+        errors = [*ms.errors, *validate(ms)]
+        if errors:
+            raise ManifestErrors(errors)
+        plane = cls(
+            clock, ms.nodes, ms.queues, ms.configurations[0] if ms.configurations else None, ms.priority_classes
+        )
+        if ms.jobs or ms.podgroups or ms.pods:
+            plane._accept(ManifestSet(jobs=ms.jobs, podgroups=ms.podgroups, pods=ms.pods), plane.clock.now())
+        return plane
+
+    # -- what users do ------------------------------------------------------------------------------
+    def submit(self, text: str, file: str = "request") -> list[str]:
+        """Accept Jobs, PodGroups with their pods, and bare pods (YAML or JSON, one or more documents) and
+        return their job keys. All or nothing: raises ManifestErrors naming document, object and field."""
+        ms = load_text(text, file)
+        with self._lock:
+            return self._accept(ms, self.clock.now())
+
+    def patch_queue(self, name: str, patch: Mapping[str, Any]) -> Queue:
+        """Apply a JSON merge patch (RFC 7386) to a queue's manifest, e.g. `{"spec": {"weight": 10}}`; the
+        next cycle sees it. Raises NotFound, or ManifestErrors naming the field."""
+        with self._lock:
+            current = self.queues.get(name)
+            if current is None:
+                raise NotFound(f"queue {name} does not exist")
+            source = Source(f"PATCH /queues/{name}")
+            doc = merge_patch(current.raw or _queue_manifest(current), patch)
+            ms = load_text(json.dumps(doc), source.file)
+            errors = list(ms.errors)
+            if not errors and [q.name for q in ms.queues] != [name]:
+                errors.append(ManifestError(source, "Queue", name, "metadata.name", "a queue cannot be renamed"))
+            if not errors:
+                others = [q for q in self.queues.values() if q.name != name]
+                tree = ManifestSet(queues=[*others, *ms.queues])
+                errors = [e for e in validate(tree) if e.source.file == source.file]
+            if errors:
+                raise ManifestErrors(errors)
+            (queue,) = ms.queues
+            self.queues[name] = queue
+            self.core.set_queue(queue)
+            return queue
+
+    def delete_job(self, key: str) -> None:
+        """Forget a job: its pods leave their nodes at once (their agents stop them)."""
+        with self._lock:
+            job = self._job(key)
+            self.core.remove_group(key)
+            for pod in job.pods:
+                self._unbind(pod)
+                self._pod_job.pop(pod.key, None)
+            del self.jobs[key]
+
+    def report_pod(self, pod_key: str, phase: PodPhase, message: str = "") -> LiveJob:
+        """A node's agent reports a bound pod Succeeded or Failed (Running changes nothing)."""
+        with self._lock:
+            job = self._job(self._pod_job.get(pod_key, ""), f"pod {pod_key}")
+            index = next(i for i, pod in enumerate(job.pods) if pod.key == pod_key)
+            pod = job.pods[index]
+            if phase is PodPhase.RUNNING or phase is pod.phase:
+                return job
+            if not pod.node_name or pod.phase is not PodPhase.RUNNING:
+                raise Conflict(f"pod {pod_key} is {pod.phase.value}, not running on a node")
+            now = self.clock.now()
+            if phase is PodPhase.SUCCEEDED:
+                job.pods[index] = replace(pod, phase=PodPhase.SUCCEEDED)
+                if all(p.phase is PodPhase.SUCCEEDED for p in job.pods):
+                    self._end(job, JobPhase.COMPLETED, "all pods succeeded", now)
+            elif phase is PodPhase.FAILED:
+                job.pods[index] = replace(pod, phase=PodPhase.FAILED)
+                self._apply_policy(job, pod, JobEvent.POD_FAILED, f"pod {pod_key} failed: {message}".rstrip(": "), now)
+            else:
+                raise Conflict(f"an agent reports Running, Succeeded or Failed, not {phase.value}")
+            return job
+
+    # -- the loop -----------------------------------------------------------------------------------
+    def cycle(self) -> Decisions:
+        """One scheduling cycle now: pods bound, evicted pods' jobs handled by their policies."""
+        with self._lock:
+            now = self.clock.now()
+            decisions = self.core.cycle(now)
+            self.cycles += 1
+            self.last_cycle_s = now
+            placed: dict[str, dict[str, tuple[str, tuple[int, ...]]]] = {}
+            for bind in decisions.binds:
+                placed.setdefault(self._pod_job[bind.pod], {})[bind.pod] = (bind.node, bind.gpu_indices)
+            for key, binds in placed.items():
+                self._bind(self.jobs[key], binds, now)
+            for key, info in self.core.waiting.items():
+                job = self.jobs[key]
+                if not job.waiting:
+                    continue  # running, with pods evicted just now: handled below
+                job.phase = JobPhase.INQUEUE if info.phase is PodGroupPhase.INQUEUE else JobPhase.PENDING
+                job.reason = self.core.pending_reason(key) or job.reason
+            for eviction in decisions.evictions:  # a gang's first evicted pod decides; the job is then pending
+                hit = self.jobs.get(self._pod_job.get(eviction.pod, ""))
+                if hit is not None and hit.phase is JobPhase.RUNNING:
+                    pod = next(p for p in hit.pods if p.key == eviction.pod)
+                    self._apply_policy(hit, pod, JobEvent.POD_EVICTED, f"pod {pod.key} evicted: {eviction.reason}", now)
+            return decisions
+
+    def start(self, clock: EventLoop, period: float = DEFAULT_PERIOD_SECONDS) -> None:
+        """Schedule a cycle every `period` seconds on `clock` (whose `run` the caller drives)."""
+        if not period > 0:
+            raise ValueError(f"period {period!r} must be positive")
+
+        def tick() -> None:
+            self.cycle()
+            self._timer = clock.call_later(period, tick, PRIORITY_CYCLE)
+
+        self._timer = clock.call_later(0.0, tick, PRIORITY_CYCLE)
+
+    def stop(self) -> None:
+        """No further cycles (a WallClock's `run` then returns once its queue is empty)."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    # -- views (plain values for the API) -----------------------------------------------------------
+    def queue_view(self, name: str) -> dict[str, Any]:
+        with self._lock:
+            queue = self.queues.get(name)
+            if queue is None:
+                raise NotFound(f"queue {name} does not exist")
+            (row,) = [m for m in self.metrics() if m.queue == name]
+            jobs = [job for job in self.jobs.values() if job.group.queue == name]
+            return {
+                "name": name,
+                "spec": (queue.raw or _queue_manifest(queue)).get("spec", {}),
+                "jobs": {phase.value: sum(1 for job in jobs if job.phase is phase) for phase in JobPhase},
+                "allocated": row.allocated.to_dict(),
+                "pending_jobs_duration_seconds": row.pending_seconds,
+            }
+
+    def queues_view(self) -> list[dict[str, Any]]:
+        with self._lock:
+            return [self.queue_view(name) for name in self.queues]
+
+    def job_view(self, key: str) -> dict[str, Any]:
+        with self._lock:
+            job = self._job(key)
+            return {
+                "key": key,
+                "queue": job.group.queue,
+                "phase": job.phase.value,
+                "reason": job.reason,
+                "submitted": job.submitted,
+                "started": job.started,
+                "finished": job.finished,
+                "retries": job.retries,
+                "pods": [
+                    {"name": pod.key, "phase": pod.phase.value, "node": pod.node_name, "gpu_index": _cards(pod)}
+                    for pod in job.pods
+                ],
+                "events": [{"time": when, "message": text} for when, text in job.events],
+            }
+
+    def jobs_view(self, queue: str = "", phase: str = "") -> list[dict[str, Any]]:
+        with self._lock:
+            return [
+                self.job_view(key)
+                for key, job in self.jobs.items()
+                if (not queue or job.group.queue == queue) and (not phase or job.phase.value == phase)
+            ]
+
+    def nodes_view(self) -> list[dict[str, Any]]:
+        with self._lock:
+            out = []
+            for name, node in self.nodes.items():
+                pods = self._node_pods.get(name, {})
+                used = Resources()
+                for pod in pods.values():
+                    used = used + pod.requests
+                out.append(
+                    {
+                        "name": name,
+                        "labels": dict(node.labels),
+                        "allocatable": node.allocatable.to_dict(),
+                        "requested": used.to_dict(),
+                        "pods": len(pods),
+                    }
+                )
+            return out
+
+    def node_pods(self, name: str) -> list[dict[str, Any]]:
+        """The pods bound to a node and still to run there: what the node's agent starts and stops."""
+        with self._lock:
+            if name not in self.nodes:
+                raise NotFound(f"node {name} does not exist")
+            return [
+                {
+                    "name": pod.key,
+                    "job": self._pod_job[pod.key],
+                    "requests": pod.requests.to_dict(),
+                    "gpu_index": _cards(pod),
+                }
+                for pod in self._node_pods[name].values()
+            ]
+
+    def metrics(self) -> list[QueueMetrics]:
+        """Per queue: the seconds its waiting jobs have waited, summed (volcano_queue_pending_jobs_duration_seconds,
+        what a cloud pool's HPA reads), its waiting and running jobs, what its running pods hold, its weight."""
+        with self._lock:
+            now = self.clock.now()
+            out = {name: QueueMetrics(name, queue.weight) for name, queue in self.queues.items()}
+            for job in self.jobs.values():
+                row = out.get(job.group.queue)
+                if row is None:
+                    continue
+                if job.waiting:
+                    row.pending_seconds += now - job.queued_since
+                    row.pending += 1
+                elif job.phase is JobPhase.RUNNING:
+                    row.running += 1
+                    for pod in job.pods:
+                        if pod.phase is PodPhase.RUNNING:
+                            row.allocated = row.allocated + pod.requests
+            return list(out.values())
+
+    # -- internals ----------------------------------------------------------------------------------
+    def _job(self, key: str, what: str = "") -> LiveJob:
+        job = self.jobs.get(key)
+        if job is None:
+            raise NotFound(f"{what or 'job ' + key} does not exist")
+        return job
+
+    def _accept(self, ms: ManifestSet, now: float) -> list[str]:
+        errors = list(ms.errors)
+        errors.extend(_misplaced(ms))
+        check = ManifestSet(
+            queues=list(self.queues.values()),
+            priority_classes=self.priority_classes,
+            jobs=ms.jobs,
+            podgroups=ms.podgroups,
+            pods=ms.pods,
+        )
+        submitted = {source.file for source in _sources(ms)}
+        errors.extend(e for e in validate(check) if e.source.file in submitted)
+        workload = workload_from(check)
+        errors.extend(workload.errors)
+        columns = self.core.ssn.index.col
+        vcjobs = {job.key: job for job in ms.jobs}
+        for group in workload.groups:
+            if group.key in self.jobs:
+                kind, name = _written_as(group, vcjobs, workload.pods_of(group))
+                message = f"job {group.key} exists; delete it first"
+                errors.append(ManifestError(group.source, kind, name, "metadata.name", message))
+            for pod in workload.pods_of(group):
+                unknown = sorted(name for name in pod.requests if name not in columns)
+                if unknown:
+                    field_ = "spec.containers[*].resources.requests"
+                    message = f"no node offers {', '.join(unknown)}"
+                    errors.append(ManifestError(pod.source, "Pod", pod.name, field_, message))
+        if errors:
+            raise ManifestErrors(errors)
+        keys = []
+        for group in workload.groups:
+            stamped = replace(group, created=group.created or now)
+            pods = tuple(replace(pod, created=pod.created or now) for pod in workload.pods_of(group))
+            job = LiveJob(stamped, pods, list(pods), _policies(vcjobs.get(group.key)), now, now)
+            self.jobs[group.key] = job
+            for pod in pods:
+                self._pod_job[pod.key] = group.key
+            self.core.add_group(stamped, list(pods))
+            job.events.append((now, "submitted"))
+            keys.append(group.key)
+        return keys
+
+    def _bind(self, job: LiveJob, binds: Mapping[str, tuple[str, tuple[int, ...]]], now: float) -> None:
+        for i, pod in enumerate(job.pods):
+            found = binds.get(pod.key)
+            if found is None:
+                continue
+            node, cards = found
+            bound = replace(pod, node_name=node, gpu_indices=cards, phase=PodPhase.RUNNING, nominated_node_name="")
+            job.pods[i] = bound
+            self._node_pods[node][bound.key] = bound
+        if job.waiting:
+            job.phase, job.reason = JobPhase.RUNNING, ""
+            job.started = job.started if job.started is not None else now
+            job.events.append((now, f"started on {', '.join(sorted({p.node_name for p in job.pods if p.node_name}))}"))
+
+    def _unbind(self, pod: Pod) -> None:
+        if pod.node_name:
+            self._node_pods.get(pod.node_name, {}).pop(pod.key, None)
+
+    def _apply_policy(self, job: LiveJob, pod: Pod, event: JobEvent, what: str, now: float) -> None:
+        """What Volcano's job controller does for the event on one of the job's pods."""
+        decided = verdict(job.policies.get(pod.task) or job.policies[""], event, job.retries)
+        job.retries = decided.retries
+        job.events.append((now, what))
+        why = f"{what}; {decided.rule}" if decided.rule else what
+        if decided.resolution is Resolution.FAIL:
+            self._end(job, JobPhase.FAILED, why, now)
+        elif decided.resolution is Resolution.COMPLETE:
+            self._end(job, JobPhase.COMPLETED, why, now)
+        else:
+            self._restart(job, why, now)
+
+    def _restart(self, job: LiveJob, why: str, now: float) -> None:
+        self.core.remove_group(job.key)
+        for pod in job.pods:
+            self._unbind(pod)
+        job.pods = list(job.template)
+        job.phase, job.reason, job.queued_since = JobPhase.PENDING, why, now
+        job.events.append((now, "restarted"))
+        self.core.add_group(replace(job.group, created=job.group.created), list(job.template))
+
+    def _end(self, job: LiveJob, phase: JobPhase, why: str, now: float) -> None:
+        self.core.remove_group(job.key)
+        for pod in job.pods:
+            self._unbind(pod)
+        job.phase, job.reason, job.finished = phase, why, now
+        job.events.append((now, f"{phase.value.lower()}: {why}"))
+
+
+def merge_patch(target: Any, patch: Any) -> Any:
+    """RFC 7386 JSON merge patch: objects merge key by key, null deletes, anything else replaces."""
+    if not isinstance(patch, Mapping):
+        return patch
+    out = dict(target) if isinstance(target, Mapping) else {}
+    for key, value in patch.items():
+        if value is None:
+            out.pop(key, None)
+        else:
+            out[key] = merge_patch(out.get(key), value)
+    return out
+
+
+def _queue_manifest(queue: Queue) -> dict[str, Any]:
+    """A queue made in memory as the manifest that would load to it (weight, quotas, state)."""
+    spec: dict[str, Any] = {"weight": queue.weight, "reclaimable": queue.reclaimable, "state": queue.state.value}
+    if queue.capability is not None:
+        spec["capability"] = queue.capability.to_dict()
+    if queue.deserved is not None:
+        spec["deserved"] = queue.deserved.to_dict()
+    if queue.guarantee:
+        spec["guarantee"] = {"resource": queue.guarantee.to_dict()}
+    if queue.parent:
+        spec["parent"] = queue.parent
+    if queue.priority:
+        spec["priority"] = queue.priority
+    return {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "Queue",
+        "metadata": {"name": queue.name},
+        "spec": spec,
+    }
+
+
+def _misplaced(ms: ManifestSet) -> list[ManifestError]:
+    """Objects a submission may not hold: the cluster (nodes, queues, classes, configuration) is served."""
+    kinds: list[tuple[str, Sequence[Node | Queue | PriorityClass | SchedulerConfiguration]]] = [
+        ("Node", ms.nodes),
+        ("Queue", ms.queues),
+        ("PriorityClass", ms.priority_classes),
+        ("SchedulerConfiguration", ms.configurations),
+    ]
+    message = f"submit {', '.join(SUBMITTED_KINDS)} objects; the cluster itself comes from the served folder"
+    errors = [ManifestError(obj.source, kind, obj.name, "kind", message) for kind, objs in kinds for obj in objs]
+    errors.extend(ManifestError(s.source, s.kind, s.name, "kind", message) for s in ms.skipped)
+    return errors
+
+
+def _sources(ms: ManifestSet) -> list[Source]:
+    objects: list[Job | PodGroup | Pod] = [*ms.jobs, *ms.podgroups, *ms.pods]
+    return [obj.source for obj in objects]
+
+
+def _written_as(group: PodGroup, vcjobs: Mapping[str, Job], pods: Sequence[Pod]) -> tuple[str, str]:
+    """The kind and name the user wrote for a group: a vcjob, a PodGroup, or a bare pod's own group."""
+    if group.key in vcjobs:
+        return "Job", group.name
+    if group.name.startswith(BARE_POD_GROUP_PREFIX) and len(pods) == 1 and pods[0].source == group.source:
+        return "Pod", pods[0].name
+    return "PodGroup", group.name
+
+
+def _policies(job: Job | None) -> dict[str, JobPolicy]:
+    """Per task name, the policies its pods follow (the task's, then the job's); "" for other pods."""
+    if job is None:
+        return {"": JobPolicy()}
+    base = job_policy(job)
+    out = {"": replace(base, task_policies=())}
+    for task in job.tasks:
+        out[task.name] = replace(base, task_policies=task.policies)
+    return out
+
+
+def _cards(pod: Pod) -> str | None:
+    return ",".join(map(str, pod.gpu_indices)) or None

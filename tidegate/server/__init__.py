@@ -1,0 +1,1 @@
+"""The HTTP face of the live control plane (`tidegate serve`)."""

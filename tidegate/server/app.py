@@ -1,0 +1,156 @@
+"""The REST API of the live control plane (`tidegate serve`), with a Prometheus exporter.
+
+    GET    /healthz                        liveness, cycles run so far
+    GET    /queues                         every queue: spec, jobs by phase, allocated, pending seconds
+    GET    /queues/{name}
+    PATCH  /queues/{name}                  JSON merge patch, e.g. {"spec": {"weight": 10}}
+    POST   /jobs                           Jobs, PodGroups with pods, bare pods: YAML or JSON, any number
+    GET    /jobs?queue=&phase=
+    GET    /jobs/{namespace}/{name}
+    DELETE /jobs/{namespace}/{name}
+    GET    /nodes
+    GET    /nodes/{name}/pods              what the node's agent runs
+    POST   /pods/{namespace}/{name}/status {"phase": "Succeeded" | "Failed", "message": "..."}
+    GET    /metrics                        volcano_queue_pending_jobs_duration_seconds and more
+
+Bad input answers 422 with every problem as {file, document, kind, name, field, message}; an unknown
+object 404; a request the object's state refuses 409.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Annotated, Any
+
+from fastapi import Body, FastAPI, Request
+from fastapi.responses import JSONResponse, PlainTextResponse
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from tidegate.live.control_plane import Conflict, ControlPlane, NotFound
+from tidegate.model.errors import ManifestError, ManifestErrors
+from tidegate.model.objects import PodPhase
+from tidegate.model.quantity import scale_of
+
+PROMETHEUS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+
+def create_app(plane: ControlPlane) -> FastAPI:
+    """The API over one control plane (the caller runs its clock)."""
+    app = FastAPI(title="tidegate", summary="tidegate's live control plane", version="0.1.0")
+    registry = CollectorRegistry()
+    registry.register(_QueueCollector(plane))
+
+    @app.exception_handler(ManifestErrors)
+    def invalid(_: Request, exc: ManifestErrors) -> JSONResponse:
+        return JSONResponse({"errors": [_problem(error) for error in exc.errors]}, status_code=422)
+
+    @app.exception_handler(NotFound)
+    def not_found(_: Request, exc: NotFound) -> JSONResponse:
+        return JSONResponse({"error": exc.args[0]}, status_code=404)
+
+    @app.exception_handler(Conflict)
+    def conflict(_: Request, exc: Conflict) -> JSONResponse:
+        return JSONResponse({"error": str(exc)}, status_code=409)
+
+    @app.get("/healthz")
+    def healthz() -> dict[str, Any]:
+        return {"ok": True, "cycles": plane.cycles, "last_cycle": plane.last_cycle_s}
+
+    @app.get("/queues")
+    def queues() -> list[dict[str, Any]]:
+        return plane.queues_view()
+
+    @app.get("/queues/{name}")
+    def queue(name: str) -> dict[str, Any]:
+        return plane.queue_view(name)
+
+    @app.patch("/queues/{name}")
+    def patch_queue(name: str, patch: Annotated[dict[str, Any], Body()]) -> dict[str, Any]:
+        plane.patch_queue(name, patch)
+        return plane.queue_view(name)
+
+    @app.post("/jobs", status_code=201)
+    async def submit(request: Request) -> dict[str, Any]:
+        text = (await request.body()).decode("utf-8", errors="replace")
+        return {"accepted": plane.submit(text, "POST /jobs")}
+
+    @app.get("/jobs")
+    def jobs(queue: str = "", phase: str = "") -> list[dict[str, Any]]:
+        return plane.jobs_view(queue, phase)
+
+    @app.get("/jobs/{namespace}/{name}")
+    def job(namespace: str, name: str) -> dict[str, Any]:
+        return plane.job_view(f"{namespace}/{name}")
+
+    @app.delete("/jobs/{namespace}/{name}")
+    def delete_job(namespace: str, name: str) -> dict[str, Any]:
+        plane.delete_job(f"{namespace}/{name}")
+        return {"deleted": f"{namespace}/{name}"}
+
+    @app.get("/nodes")
+    def nodes() -> list[dict[str, Any]]:
+        return plane.nodes_view()
+
+    @app.get("/nodes/{name}/pods")
+    def node_pods(name: str) -> list[dict[str, Any]]:
+        return plane.node_pods(name)
+
+    @app.post("/pods/{namespace}/{name}/status")
+    def pod_status(namespace: str, name: str, status: Annotated[dict[str, Any], Body()]) -> dict[str, Any]:
+        phase = status.get("phase")
+        allowed = (PodPhase.RUNNING, PodPhase.SUCCEEDED, PodPhase.FAILED)
+        if phase not in {p.value for p in allowed}:
+            raise Conflict(f"phase must be one of {', '.join(p.value for p in allowed)}, not {phase!r}")
+        job = plane.report_pod(f"{namespace}/{name}", PodPhase(phase), str(status.get("message", "")))
+        return plane.job_view(job.key)
+
+    @app.get("/metrics")
+    def metrics() -> PlainTextResponse:
+        return PlainTextResponse(generate_latest(registry), media_type=PROMETHEUS_CONTENT_TYPE)
+
+    return app
+
+
+def _problem(error: ManifestError) -> dict[str, Any]:
+    return {
+        "file": error.source.file,
+        "document": error.source.index,
+        "kind": error.kind,
+        "name": error.name,
+        "field": error.field,
+        "message": error.message,
+        "text": str(error),
+    }
+
+
+class _QueueCollector(Collector):
+    """Reads the control plane at each scrape (gauges that are never stale)."""
+
+    def __init__(self, plane: ControlPlane) -> None:
+        self.plane = plane
+
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+        pending = GaugeMetricFamily(
+            "volcano_queue_pending_jobs_duration_seconds",
+            "Seconds the queue's waiting jobs have waited, summed (what a cloud pool's HPA reads)",
+            labels=["queue"],
+        )
+        jobs = GaugeMetricFamily("tidegate_queue_jobs", "Jobs of the queue by phase", labels=["queue", "phase"])
+        allocated = GaugeMetricFamily(
+            "tidegate_queue_allocated",
+            "What the queue's running pods hold (canonical units)",
+            labels=["queue", "resource"],
+        )
+        weight = GaugeMetricFamily("tidegate_queue_weight", "The queue's spec.weight", labels=["queue"])
+        for row in self.plane.metrics():
+            pending.add_metric([row.queue], row.pending_seconds)
+            jobs.add_metric([row.queue, "waiting"], row.pending)
+            jobs.add_metric([row.queue, "running"], row.running)
+            weight.add_metric([row.queue], row.weight)
+            for resource, amount in sorted(row.allocated.items()):
+                allocated.add_metric([row.queue, resource], amount / scale_of(resource))
+        cycles = CounterMetricFamily("tidegate_scheduling_cycles", "Scheduling cycles run")
+        cycles.add_metric([], self.plane.cycles)
+        yield from (pending, jobs, allocated, weight, cycles)
