@@ -98,6 +98,20 @@ def test_a_batch_is_scheduled_and_completes_when_every_pod_has_succeeded() -> No
     }
 
 
+def test_a_succeeded_pod_frees_its_share_while_its_gang_runs_on() -> None:
+    p, _ = plane()
+    p.submit(batch(vcjob("gang", replicas=2, gpus=4), vcjob("next", gpus=4)))
+    p.cycle()
+    assert p.jobs["default/next"].waiting
+    p.report_pod("default/gang-worker-0", PodPhase.SUCCEEDED)
+    p.cycle()
+    assert p.jobs["default/gang"].phase is JobPhase.RUNNING and p.jobs["default/next"].phase is JobPhase.RUNNING
+    assert sorted(pod["name"] for node in ("n1", "n2") for pod in p.node_pods(node)) == [
+        "default/gang-worker-1",
+        "default/next-worker-0",
+    ]
+
+
 def test_a_job_waits_with_the_scheduler_s_reason_until_room_frees() -> None:
     p, _ = plane()
     p.submit(batch(vcjob("big", gpus=4), vcjob("big2", gpus=4), vcjob("late", gpus=4)))

@@ -10,7 +10,7 @@ are listed on their node for that node's agent (a kubelet's part), which reports
 succeeded or failed. A pod evicted by reclaim or preempt (`PodEvicted`) or reported failed
 (`PodFailed`) makes its job follow its vcjob's lifecycle policies and maxRetry
 (tidegate/lifecycle/policies.py): restart (its pods recreated, pending again), fail or complete.
-A job whose pods have all succeeded is complete. Resources are held until the job ends.
+A succeeded pod frees its share at once; a job whose pods have all succeeded is complete.
 
 State lives in memory; every method is safe to call from any thread (one lock around them).
 """
@@ -210,6 +210,9 @@ class ControlPlane:
                 job.pods[index] = replace(pod, phase=PodPhase.SUCCEEDED)
                 if all(p.phase is PodPhase.SUCCEEDED for p in job.pods):
                     self._end(job, JobPhase.COMPLETED, "all pods succeeded", now)
+                else:  # its share is free for the next cycle while the rest of the gang runs on
+                    self.core.finish_pod(pod_key, succeeded=True)
+                    self._unbind(pod)
             elif phase is PodPhase.FAILED:
                 job.pods[index] = replace(pod, phase=PodPhase.FAILED)
                 self._apply_policy(job, pod, JobEvent.POD_FAILED, f"pod {pod_key} failed: {message}".rstrip(": "), now)

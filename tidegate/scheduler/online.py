@@ -75,6 +75,13 @@ class OnlineScheduler:
             self.waiting.pop(key, None)
             self.ssn.remove_job(job)
 
+    def finish_pod(self, key: str, succeeded: bool) -> None:
+        """A bound pod ended while its group goes on: its node, cards and quota are free from the next cycle."""
+        task = self.ssn.tasks.get(key)
+        if task is None:
+            raise ValueError(f"pod {key} is not in the scheduler")
+        self.ssn.finish_task(task, TaskStatus.SUCCEEDED if succeeded else TaskStatus.FAILED)
+
     def set_queue(self, queue: Queue) -> None:
         """Edit a queue live (e.g. its weight); it takes effect at the next cycle."""
         info = self.ssn.queues.get(queue.name)

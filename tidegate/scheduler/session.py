@@ -894,28 +894,44 @@ class Session:
         self.freed += 1
         queue = job.queue
         for task in job.tasks:
-            status, row = task.status, task.node
-            if row >= 0:
-                if status in _ON_NODE:
-                    self.table.add_used(row, task.request, -1)
-                    if task.cards:
-                        self.table.release_cards(row, task.cards, task.gpu.mem_mib, task.gpu.milli, task.gpu.whole > 0)
-                if status is _RELEASING:
-                    self.table.releasing[row] -= task.request
-                elif status is _PIPELINED:
-                    self._release_pipelined(task, row)
-            if status in _CHARGED:
-                self._charge_queue(job, task.request, -1)
-            if status not in _FINISHED:
-                queue.request -= task.request
-                for ancestor in queue.ancestors:
-                    ancestor.request -= task.request
+            self._release_task(task)
             if self.tasks.pop(task.key, None) is not None and task.best_effort:
                 self.best_effort_tasks -= 1
         if queue.settled.pop(id(job), None) is None:
             queue.jobs.remove(job)
         self.jobs.remove(job)
         job.tasks = []
+
+    def finish_task(self, task: TaskInfo, status: TaskStatus) -> None:
+        """A placed pod ended (Succeeded or Failed) while its job goes on: it frees its node, cards and
+        quota at once and asks for nothing more (Volcano counts a finished pod as neither)."""
+        if task.status in _FINISHED:
+            return
+        self.freed += 1
+        self._release_task(task)
+        task.node, task.cards = -1, ()
+        task.job.set_status(task, status)
+
+    def _release_task(self, task: TaskInfo) -> None:
+        """The task gives back what it holds (its node's resources and cards, a nomination, its queue's
+        quota) and its request leaves its queue's."""
+        status, row, job = task.status, task.node, task.job
+        if row >= 0:
+            if status in _ON_NODE:
+                self.table.add_used(row, task.request, -1)
+                if task.cards:
+                    self.table.release_cards(row, task.cards, task.gpu.mem_mib, task.gpu.milli, task.gpu.whole > 0)
+            if status is _RELEASING:
+                self.table.releasing[row] -= task.request
+            elif status is _PIPELINED:
+                self._release_pipelined(task, row)
+        if status in _CHARGED:
+            self._charge_queue(job, task.request, -1)
+        if status not in _FINISHED:
+            queue = job.queue
+            queue.request -= task.request
+            for ancestor in queue.ancestors:
+                ancestor.request -= task.request
 
     def settle(self, job: JobInfo) -> bool:
         """Set a fully placed gang aside so cycles stop looking at it; True if it was settled."""
