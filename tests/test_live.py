@@ -270,6 +270,18 @@ def test_a_cycle_runs_every_period_on_the_clock() -> None:
     assert p.cycles == 4
 
 
+def test_the_loop_outlives_a_failing_cycle_and_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    p, clock = plane()
+    real = p.core.cycle
+    monkeypatch.setattr(p.core, "cycle", lambda now: 1 / 0)
+    p.start(clock, period=1.0)
+    clock.run(until=1.0)
+    assert (p.failed_cycles, p.last_error) == (2, "ZeroDivisionError: division by zero")
+    monkeypatch.setattr(p.core, "cycle", real)
+    clock.run(until=2.0)
+    assert (p.failed_cycles, p.last_error, p.cycles) == (2, "", 1)
+
+
 def test_merge_patch_follows_rfc_7386() -> None:
     target = {"a": "b", "c": {"d": "e", "f": "g"}}
     assert merge_patch(target, {"a": "z", "c": {"f": None}}) == {"a": "z", "c": {"d": "e"}}

@@ -1044,3 +1044,9 @@ def test_a_node_takes_no_more_pods_than_its_pod_slots() -> None:
     cluster = Cluster(nodes=[small], queues=[queue("q")], jobs=[job(f"j{i}", "q", 1, {}) for i in range(5)])
     decisions = cluster.schedule(CAPACITY)
     assert len(decisions.binds) == 3
+
+
+def test_a_cluster_without_nodes_leaves_jobs_pending_with_a_reason() -> None:
+    # A fleet can be empty (a cloud pool scaled to zero, a live control plane started before its nodes).
+    cluster = Cluster(nodes=[], queues=[queue("q")], jobs=[job("j", "q", 2, {"cpu": 1})])
+    assert pending_reason(cluster.schedule(NODES_ONLY), "default/j") == "gang: 0/2 pods fit; 0/0 nodes available"

@@ -92,6 +92,14 @@ def test_errors_for_unknown_objects_and_refused_reports(served: tuple[TestClient
     assert client.delete("/jobs/default/a").json() == {"deleted": "default/a"}
 
 
+def test_healthz_fails_while_the_last_cycle_failed(served: tuple[TestClient, ControlPlane]) -> None:
+    client, plane = served
+    assert client.get("/healthz").status_code == 200
+    plane.last_error = "ZeroDivisionError: division by zero"
+    reply = client.get("/healthz")
+    assert reply.status_code == 503 and reply.json()["error"] == plane.last_error
+
+
 def test_metrics_export_the_pending_duration_the_hpa_reads(served: tuple[TestClient, ControlPlane]) -> None:
     client, plane = served
     client.post("/jobs", content=batch(*(vcjob(f"j{i}", gpus=4) for i in range(3))))

@@ -32,6 +32,8 @@ def serve(
     ms = load_manifests(paths)
     for warning in ms.warnings:
         err.print(f"[yellow]warning[/]: {warning}", highlight=False)
+    for skipped in ms.skipped:  # e.g. a simulation's NodePools and HPA: not run live
+        err.print(f"[yellow]warning[/]: skipped {skipped.kind}/{skipped.name} ({skipped.source}): not served live")
     clock = WallClock(start=time.time())
     try:
         plane = ControlPlane.from_manifests(ms, clock)

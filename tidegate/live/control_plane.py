@@ -18,6 +18,7 @@ State lives in memory; every method is safe to call from any thread (one lock ar
 from __future__ import annotations
 
 import json
+import logging
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -46,6 +47,7 @@ from tidegate.model.validation import validate
 from tidegate.scheduler.online import OnlineScheduler
 from tidegate.scheduler.snapshot import Decisions
 
+_log = logging.getLogger(__name__)
 #: Volcano's schedulePeriod default.
 DEFAULT_PERIOD_SECONDS = 1.0
 #: Priority of the scheduling cycle among events due at the same time (after the API's changes).
@@ -138,6 +140,9 @@ class ControlPlane:
         self._timer: Timer | None = None
         self.cycles = 0
         self.last_cycle_s = 0.0
+        #: Cycles that raised, and the last one's error ("" once a cycle has succeeded since).
+        self.failed_cycles = 0
+        self.last_error = ""
 
     @classmethod
     def from_manifests(cls, ms: ManifestSet, clock: Clock) -> ControlPlane:
@@ -252,7 +257,13 @@ class ControlPlane:
             raise ValueError(f"period {period!r} must be positive")
 
         def tick() -> None:
-            self.cycle()
+            try:
+                self.cycle()
+                self.last_error = ""
+            except Exception as exc:  # the loop outlives a bad cycle; /healthz reports it until one succeeds
+                self.failed_cycles += 1
+                self.last_error = f"{type(exc).__name__}: {exc}"
+                _log.exception("scheduling cycle failed")
             self._timer = clock.call_later(period, tick, PRIORITY_CYCLE)
 
         self._timer = clock.call_later(0.0, tick, PRIORITY_CYCLE)

@@ -697,8 +697,8 @@ class Session:
         if self._failed.get(shape) == self.freed:
             return None
         total = self._shape_cache(task).total
-        row = int(total.argmax())
-        if total[row] == NEG_INF:
+        row = int(total.argmax()) if len(total) else 0
+        if not len(total) or total[row] == NEG_INF:  # no node at all, or none it fits on
             self._failed[shape] = self.freed
             return None
         return row

@@ -1,6 +1,6 @@
 """The REST API of the live control plane (`tidegate serve`), with a Prometheus exporter.
 
-    GET    /healthz                        liveness, cycles run so far
+    GET    /healthz                        liveness: cycles run, 503 while the last one failed
     GET    /queues                         every queue: spec, jobs by phase, allocated, pending seconds
     GET    /queues/{name}
     PATCH  /queues/{name}                  JSON merge patch, e.g. {"spec": {"weight": 10}}
@@ -55,8 +55,16 @@ def create_app(plane: ControlPlane) -> FastAPI:
         return JSONResponse({"error": str(exc)}, status_code=409)
 
     @app.get("/healthz")
-    def healthz() -> dict[str, Any]:
-        return {"ok": True, "cycles": plane.cycles, "last_cycle": plane.last_cycle_s}
+    def healthz() -> JSONResponse:
+        """503 while the last scheduling cycle failed (a liveness probe then restarts the server)."""
+        body = {
+            "ok": not plane.last_error,
+            "cycles": plane.cycles,
+            "last_cycle": plane.last_cycle_s,
+            "failed_cycles": plane.failed_cycles,
+            "error": plane.last_error,
+        }
+        return JSONResponse(body, status_code=503 if plane.last_error else 200)
 
     @app.get("/queues")
     def queues() -> list[dict[str, Any]]:
