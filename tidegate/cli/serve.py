@@ -7,14 +7,12 @@ import time
 from typing import Annotated
 
 import typer
-import uvicorn
 from rich.console import Console
 
 from tidegate.clock import WallClock
 from tidegate.live.control_plane import DEFAULT_PERIOD_SECONDS, ControlPlane
 from tidegate.model.errors import ManifestErrors
 from tidegate.model.manifests import load_manifests
-from tidegate.server.app import create_app
 
 
 def serve(
@@ -28,6 +26,10 @@ def serve(
     ] = DEFAULT_PERIOD_SECONDS,
 ) -> None:
     """Run the live control plane: the cluster comes from the manifests, jobs through the API (see docs/live.md)."""
+    import uvicorn  # the web stack loads only when serving: the other commands start faster
+
+    from tidegate.server.app import create_app
+
     console, err = Console(), Console(stderr=True)
     ms = load_manifests(paths)
     for warning in ms.warnings:
