@@ -176,8 +176,9 @@ def test_a_failed_pod_restarts_its_job_by_policy_until_max_retry() -> None:
     p.report_pod("default/flaky-worker-0", PodPhase.FAILED)
     assert (job.phase, job.retries) == (JobPhase.FAILED, 2)
     assert "retry 2 reached maxRetry 2" in job.reason
-    with pytest.raises(Conflict):
-        p.report_pod("default/flaky-worker-0", PodPhase.SUCCEEDED)
+    assert [pod.phase for pod in job.pods] == [PodPhase.FAILED, PodPhase.FAILED]  # the other one was stopped
+    with pytest.raises(Conflict, match="job default/flaky is Failed"):
+        p.report_pod("default/flaky-worker-1", PodPhase.SUCCEEDED)
 
 
 def test_a_failed_pod_without_a_policy_fails_nothing_its_pods_are_recreated() -> None:

@@ -206,6 +206,8 @@ class ControlPlane:
             job = self._job(self._pod_job.get(pod_key, ""), f"pod {pod_key}")
             index = next(i for i, pod in enumerate(job.pods) if pod.key == pod_key)
             pod = job.pods[index]
+            if job.phase in FINISHED:
+                raise Conflict(f"job {job.key} is {job.phase.value}: its pods were stopped")
             if phase is PodPhase.RUNNING or phase is pod.phase:
                 return job
             if not pod.node_name or pod.phase is not PodPhase.RUNNING:
@@ -462,12 +464,15 @@ class ControlPlane:
         job.pods = list(job.template)
         job.phase, job.reason, job.queued_since = JobPhase.PENDING, why, now
         job.events.append((now, "restarted"))
-        self.core.add_group(replace(job.group, created=job.group.created), list(job.template))
+        self.core.add_group(job.group, list(job.template))
 
     def _end(self, job: LiveJob, phase: JobPhase, why: str, now: float) -> None:
+        """The job is over: pods still pending or running are stopped (shown Failed), its share freed."""
         self.core.remove_group(job.key)
-        for pod in job.pods:
+        for i, pod in enumerate(job.pods):
             self._unbind(pod)
+            if pod.phase is not PodPhase.SUCCEEDED:
+                job.pods[i] = replace(pod, phase=PodPhase.FAILED)
         job.phase, job.reason, job.finished = phase, why, now
         job.events.append((now, f"{phase.value.lower()}: {why}"))
 
