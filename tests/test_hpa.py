@@ -46,7 +46,9 @@ from tidegate.autoscale.hpa import (
     ScaleEvent,
     SelectPolicy,
     check_hpa,
+    queue_metric_selection,
     queue_metric_values,
+    selected_values,
     step,
     to_milli,
 )
@@ -661,6 +663,15 @@ def test_queue_metric_values_keeps_the_queues_the_selector_matches() -> None:
     _, r = step(HPAState(), spec, 0, 1, values)
     assert r.metric_replicas == 3
     assert queue_metric_values(spec, {"idc-only": 5000}) == {}
+
+
+def test_a_selection_worked_out_once_reads_what_queue_metric_values_reads() -> None:
+    spec = issue_spec()
+    selection = queue_metric_selection(spec, ["idc-only", "hybrid-gpu-pool"])
+    assert selection == ((spec.metrics[0].key, ("hybrid-gpu-pool",)),)
+    for per_queue in ({"hybrid-gpu-pool": 900.5, "idc-only": 5000}, {"hybrid-gpu-pool": 0.0, "idc-only": 0.0}):
+        assert selected_values(selection, per_queue) == queue_metric_values(spec, per_queue)
+    assert queue_metric_selection(spec, ["idc-only"]) == ()
 
 
 def test_time_must_not_go_back() -> None:

@@ -3,19 +3,22 @@
 from __future__ import annotations
 
 import gc
+import random
 from pathlib import Path
 
 import pytest
 from sim_builders import write_elastic_sim, write_reclaim_sim, write_sim
 
-from tidegate.clock import WallClock
+from tidegate.clock import SimClock, WallClock
 from tidegate.model.errors import ManifestErrors
 from tidegate.model.objects import Queue
 from tidegate.model.resources import Resources
 from tidegate.sim.core import SnapshotCore
-from tidegate.sim.engine import static_quotas
+from tidegate.sim.engine import Simulation, static_quotas
 from tidegate.sim.loader import load_simulation
 from tidegate.sim.run import RunResult, build_simulation, run_simulation
+from tidegate.sim.workload import SimJob
+from tidegate.traces.records import TraceJob
 
 # Two 8-GPU jobs arrive at t=0 on a one-node (8 GPU) IDC whose dev queue is capped at 8 GPUs:
 # a runs 1000 s, b runs 100 s. Columns: job_id,user,vc,gpu_num,cpu_num,node_num,state,submit,start,end,duration,queue
@@ -315,3 +318,39 @@ def test_a_restarted_job_counts_its_wait_from_the_restart(tmp_path: Path) -> Non
     assert seen == {"metric": 0.0, "since": 1000.0}
     (job,) = sim.jobs
     assert (job.restarts, job.started) == (1, 0.0)
+
+
+def test_pending_seconds_sums_each_queue_subtree_as_the_recursive_definition_does(tmp_path: Path) -> None:
+    # A grandchild listed before its parent, the parent before the root, and a queue on its own; waits
+    # that do not add up exactly in floats, so the order of the additions shows.
+    inp = load_simulation([str(write_sim(tmp_path / "sim", TWO_JOBS, ["idc-only"]))])
+    queues = [
+        Queue("leaf", parent="mid"),
+        Queue("mid", parent="root"),
+        Queue("root"),
+        Queue("side", parent="root"),
+        Queue("alone"),
+    ]
+    rng = random.Random(7)
+    jobs = []
+    for i in range(200):
+        record = TraceJob(f"j{i}", "", "", 1, 1000, 1, 0, 0, rng.uniform(0, 1000), 10.0)
+        job = SimJob(record, rng.choice([q.name for q in queues]), rng.random() < 0.2, record.submit_s)
+        job.queued_since = record.submit_s
+        jobs.append(job)
+    scenario, spec = inp.scenarios["idc-only"], inp.simulations["s"]
+    core = SnapshotCore(queues, inp.config)
+    sim = Simulation("t", core, queues, [], [], jobs, scenario, spec, clock=SimClock(1000.3))
+    sim.pending = {job.name: job for job in jobs}
+
+    def total(own: dict[str, float], name: str) -> float:
+        return own.get(name, 0.0) + sum(total(own, child) for child in sim.children.get(name, []))
+
+    own: dict[str, float] = {}
+    for job in jobs:
+        if not job.pinned:
+            own[job.queue] = own.get(job.queue, 0.0) + (1000.3 - job.pending_since)
+    expected = {name: total(own, name) for name in sim.queues}
+    assert sim.pending_seconds() == expected
+    sim.pending = {}
+    assert sim.pending_seconds() == dict.fromkeys(sim.queues, 0.0)

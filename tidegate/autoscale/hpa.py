@@ -536,15 +536,35 @@ def queue_metric_values(
     gets the samples its selector matches, keyed by ``metric.key``. A metric that matches no queue gets
     no entry, which the HPA treats as "no metrics returned" and so takes no action on it.
     """
-    values: dict[str, tuple[QuantityLike, ...]] = {}
-    names = tuple(sorted(per_queue))
+    return selected_values(queue_metric_selection(spec, per_queue, metric_name), per_queue)
+
+
+#: Which queues each External metric samples: (metric key, queue names in name order), one per metric.
+QueueSelection: TypeAlias = tuple[tuple[str, tuple[str, ...]], ...]
+
+
+def queue_metric_selection(
+    spec: HPASpec, queues: Iterable[str], metric_name: str = PENDING_JOBS_DURATION_METRIC
+) -> QueueSelection:
+    """The queues whose values each External metric of ``spec`` named ``metric_name`` samples, by metric
+    key (metrics that match no queue left out): what ``queue_metric_values`` reads. A caller that asks
+    every sync over the same queues works it out once and passes it to ``selected_values``."""
+    names = tuple(sorted(queues))
+    selection = []
     for metric in spec.metrics:
         if metric.name != metric_name:
             continue
-        samples = tuple(per_queue[q] for q in _queues_matching(metric.selector, names))
-        if samples:
-            values[metric.key] = samples
-    return values
+        matched = _queues_matching(metric.selector, names)
+        if matched:
+            selection.append((metric.key, matched))
+    return tuple(selection)
+
+
+def selected_values(
+    selection: QueueSelection, per_queue: Mapping[str, QuantityLike]
+) -> dict[str, tuple[QuantityLike, ...]]:
+    """``step``'s ``metric_values``: each selected metric's samples, one value a queue of its selection."""
+    return {key: tuple(per_queue[q] for q in queues) for key, queues in selection}
 
 
 @functools.lru_cache(maxsize=256)

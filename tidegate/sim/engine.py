@@ -21,7 +21,15 @@ from functools import partial
 
 import numpy as np
 
-from tidegate.autoscale.hpa import HPAController, HPAControllerConfig, HPASpec, check_hpa, queue_metric_values
+from tidegate.autoscale.hpa import (
+    HPAController,
+    HPAControllerConfig,
+    HPASpec,
+    QueueSelection,
+    check_hpa,
+    queue_metric_selection,
+    selected_values,
+)
 from tidegate.clock import EventLoop, SimClock, Timer
 from tidegate.lifecycle.policies import JobPolicy, Resolution, verdict
 from tidegate.model.objects import JobEvent, Queue
@@ -68,6 +76,8 @@ class Autoscaler:
     pool: Pool
     controller: HPAController
     warnings: list[str] = field(default_factory=list)
+    #: The queues each of its metrics samples (the queues keep their names: worked out once, not every sync).
+    selection: QueueSelection = ()
 
 
 @dataclass(slots=True)
@@ -160,6 +170,7 @@ class Simulation:
         for queue in queues:
             if queue.parent:
                 self.children.setdefault(queue.parent, []).append(queue.name)
+        self._children_first = self._subtrees_ordered()
         self.pools = {p.name: p for p in pools}
         self.node_pool: dict[str, Pool] = {}
         self.jobs = jobs
@@ -203,7 +214,8 @@ class Simulation:
             if pool is None or not burst:
                 continue
             config = HPAControllerConfig(allow_scale_from_zero=True)
-            scaler = Autoscaler(spec, pool, HPAController(spec, config), check_hpa(spec, config))
+            selection = queue_metric_selection(spec, self.queues)
+            scaler = Autoscaler(spec, pool, HPAController(spec, config), check_hpa(spec, config), selection)
             self.autoscalers.append(scaler)
         if scenario.budget is not None and burst:
             cloud = [p for p in pools if p.is_cloud]
@@ -601,6 +613,7 @@ class Simulation:
             changes.append(f"HPA {original.name} maxReplicas {scaler.spec.max_replicas} -> {limit}")
             scaler.spec = dataclasses.replace(original, max_replicas=limit)
             scaler.controller.spec = scaler.spec
+            scaler.selection = queue_metric_selection(scaler.spec, self.queues)
         return "; ".join(changes) or "no HPA to cap"
 
     def _record(self, when: float, text: str) -> None:
@@ -645,18 +658,33 @@ class Simulation:
                 own[job.queue] = own.get(job.queue, 0.0) + (now - job.pending_since)
         if not own:
             return dict.fromkeys(self.queues, 0.0)
+        totals: dict[str, float] = {}
+        for name, children in self._children_first:  # each queue's children are summed before it, in order
+            totals[name] = own.get(name, 0.0) + sum(map(totals.__getitem__, children))
+        return {name: totals[name] for name in self.queues}
 
-        def total(name: str) -> float:
-            return own.get(name, 0.0) + sum(total(child) for child in self.children.get(name, []))
+    def _subtrees_ordered(self) -> list[tuple[str, tuple[str, ...]]]:
+        """Every queue with its children, each after its children (depth first): `pending_seconds` sums a
+        subtree once."""
+        order: dict[str, tuple[str, ...]] = {}
 
-        return {name: total(name) for name in self.queues}
+        def visit(name: str) -> None:
+            if name not in order:
+                children = tuple(self.children.get(name, ()))
+                for child in children:
+                    visit(child)
+                order[name] = children
+
+        for name in self.queues:
+            visit(name)
+        return list(order.items())
 
     def _autoscale(self) -> None:
         now = self.clock.now()
         per_queue = self.pending_seconds()
         for scaler in self.autoscalers:
             pool = scaler.pool
-            values = queue_metric_values(scaler.spec, per_queue)
+            values = selected_values(scaler.selection, per_queue)
             if pool.size == 0 and not pool.nodes and not any(v for samples in values.values() for v in samples):
                 continue  # nothing pending and nothing to scale in: the HPA would recommend 0 and change nothing
             result = scaler.controller.step(
