@@ -10,6 +10,7 @@ import pytest
 from tidegate.traces import (
     DEFAULT_MEMORY_MIB_PER_GPU,
     TraceError,
+    helios,
     read_earth_gpu_number,
     read_helios_jobs,
     read_helios_sequence,
@@ -132,6 +133,41 @@ def test_sequence_columns_and_clock(tmp_path: Path) -> None:
         seq.column("idle_gpu_num")
     with pytest.raises(ValueError):
         seq.running_gpus[0] = 1.0
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # rows repeating (read once each), a fraction, a padded time
+        "time,a,b\n2020-05-01 00:00:00,1,2\n2020-05-01 00:01:00,1,2\n 2020-05-01 00:02:00 ,3,0.5\n"
+        "2020-05-01 00:03:00,1,2\n",
+        # the time not first, CRLF line ends and a blank line
+        "a,time,b\r\n1,2020-05-01 00:00:00,2\r\n\r\n1,2020-05-01 00:01:00,2e3\r\n",
+    ],
+)
+def test_the_fast_sequence_reader_reads_what_the_checked_reader_reads(
+    tmp_path: Path, text: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = write(tmp_path, text, name="vcX_sequence.csv")
+    fast = helios._read_sequence_fast(str(path))
+    assert fast is not None
+    monkeypatch.setattr(helios, "_read_sequence_fast", lambda _: None)
+    checked = read_helios_sequence(path)
+    assert fast.time.tolist() == checked.time.tolist()
+    assert {k: v.tolist() for k, v in fast.columns.items()} == {k: v.tolist() for k, v in checked.columns.items()}
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        'time,a\n2020-05-01 00:00:00,"1"\n',  # quoted: left to the csv module
+        "time,a,b\n2020-05-01 00:00:00,1,2\n2020-05-01 00:01:00,1\n",  # ragged
+        "time,a\n2020-05-01 00:00:00,1\n2020-05-01 00:01:00\n",  # a row without values
+        "time,a\n2020-05-01 00:00:00,1 # two\n",  # not a number ('#' is no comment)
+    ],
+)
+def test_the_fast_sequence_reader_leaves_any_doubt_to_the_checked_reader(tmp_path: Path, text: str) -> None:
+    assert helios._read_sequence_fast(str(write(tmp_path, text, name="vcX_sequence.csv"))) is None
 
 
 def test_sequence_keeps_the_written_wall_clock_when_times_carry_an_offset(tmp_path: Path) -> None:

@@ -16,7 +16,7 @@ what carries the daily tide.
 
 from __future__ import annotations
 
-import csv
+import io
 import math
 import os
 import warnings
@@ -24,7 +24,6 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from types import MappingProxyType
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -258,40 +257,44 @@ def _sequence(time: TimeArray, names: list[str], values: FloatArray) -> HeliosSe
 
 
 def _read_sequence_fast(path: str) -> HeliosSequence | None:
-    """numpy's C parser on a well-formed file (about 3x faster than row by row); None on any doubt,
-    and the checked reader then finds and names the problem."""
+    """numpy's C parser on a well-formed file, each distinct row parsed once; None on any doubt (quoted
+    cells, a row of the wrong width, ...), and the checked reader then finds and names the problem.
+
+    A per-minute sequence repeats itself: a VC's counts hold for minutes at a time (the two Earth VCs have
+    1,194 and 2,511 distinct rows, times aside, in 44,640), so parsing only the distinct rows and indexing
+    is about 4x faster than parsing every row, itself about 3x faster than the checked reader."""
     with open(path, encoding="utf-8-sig", newline="") as handle:
-        header = next(csv.reader(handle), None)
-    if header is None:
-        return None
-    header = [name.strip() for name in header]
-    if "time" not in header or len(set(header)) != len(header):
+        text = handle.read().replace("\r\n", "\n")
+    if '"' in text or "\r" in text:
+        return None  # quoting or bare CR line ends: left to the csv module
+    header_line, _, body = text.partition("\n")
+    header = [name.strip() for name in header_line.split(",")]
+    if "time" not in header or len(set(header)) != len(header) or len(header) < 2:
         return None
     time_col = header.index("time")
-    value_cols = [i for i in range(len(header)) if i != time_col]
-    options: dict[str, Any] = {
-        "delimiter": ",",
-        "skiprows": 1,
-        "comments": None,
-        "quotechar": '"',
-        "ndmin": 1,
-        "encoding": "utf-8-sig",
-    }
+    stamps: list[str] = []
+    distinct: dict[str, int] = {}  # a row's values (its cells but the time) -> its index among them
+    rows: list[int] = []
     try:
+        for line in body.split("\n"):
+            if not line:
+                continue  # blank lines are skipped, as both other readers do
+            cells = line.split(",", time_col + 1)  # the cells before the time, the time, the rest of the row
+            stamps.append(cells.pop(time_col).strip())
+            rows.append(distinct.setdefault(",".join(cells), len(distinct)))
         with warnings.catch_warnings():
             warnings.simplefilter("error")
-            stamps = np.loadtxt(path, dtype=str, usecols=time_col, **options)
-            time: TimeArray = np.array([s.strip() for s in stamps], dtype="datetime64[s]")
-            if value_cols:
-                values = np.loadtxt(path, dtype=np.float64, usecols=value_cols, **options)
-            else:
-                values = np.zeros((len(time), 0), dtype=np.float64)
-    except (ValueError, UserWarning):
+            time: TimeArray = np.array(stamps, dtype="datetime64[s]")
+            distinct_rows = io.StringIO("\n".join(distinct))
+            parsed = np.loadtxt(distinct_rows, dtype=np.float64, delimiter=",", comments=None, ndmin=2)
+    except (IndexError, ValueError, UserWarning):
         return None
-    values = values.reshape(len(time), len(value_cols))
+    if parsed.shape != (len(distinct), len(header) - 1):
+        return None  # a row of another width (or an empty one, which loadtxt skips)
+    values: FloatArray = parsed[np.array(rows, dtype=np.intp)]
     if len(time) == 0 or not (np.diff(time) > np.timedelta64(0, "s")).all() or not np.isfinite(values).all():
         return None
-    return _sequence(time, [header[i] for i in value_cols], values)
+    return _sequence(time, [name for name in header if name != "time"], values)
 
 
 def read_helios_sequence(path: str | os.PathLike[str]) -> HeliosSequence:
