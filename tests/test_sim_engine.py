@@ -320,6 +320,21 @@ def test_a_restarted_job_counts_its_wait_from_the_restart(tmp_path: Path) -> Non
     assert (job.restarts, job.started) == (1, 0.0)
 
 
+def recounted_pending_seconds(sim: Simulation) -> dict[str, float]:
+    """`pending_seconds` by its definition: every unpinned pending job's wait, added up in `pending`'s order
+    per queue; a queue's total is its own plus its children's, recursively."""
+    now = sim.clock.now()
+    own: dict[str, float] = {}
+    for job in sim.pending.values():
+        if not job.pinned:
+            own[job.queue] = own.get(job.queue, 0.0) + (now - job.pending_since)
+
+    def total(name: str) -> float:
+        return own.get(name, 0.0) + sum(total(child) for child in sim.children.get(name, []))
+
+    return {name: total(name) for name in sim.queues}
+
+
 def test_pending_seconds_sums_each_queue_subtree_as_the_recursive_definition_does(tmp_path: Path) -> None:
     # A grandchild listed before its parent, the parent before the root, and a queue on its own; waits
     # that do not add up exactly in floats, so the order of the additions shows.
@@ -341,16 +356,36 @@ def test_pending_seconds_sums_each_queue_subtree_as_the_recursive_definition_doe
     scenario, spec = inp.scenarios["idc-only"], inp.simulations["s"]
     core = SnapshotCore(queues, inp.config)
     sim = Simulation("t", core, queues, [], [], jobs, scenario, spec, clock=SimClock(1000.3))
-    sim.pending = {job.name: job for job in jobs}
-
-    def total(own: dict[str, float], name: str) -> float:
-        return own.get(name, 0.0) + sum(total(own, child) for child in sim.children.get(name, []))
-
-    own: dict[str, float] = {}
     for job in jobs:
-        if not job.pinned:
-            own[job.queue] = own.get(job.queue, 0.0) + (1000.3 - job.pending_since)
-    expected = {name: total(own, name) for name in sim.queues}
-    assert sim.pending_seconds() == expected
-    sim.pending = {}
+        sim._pend(job.name, job)
+    assert sim.pending_seconds() == recounted_pending_seconds(sim)
+    for job in jobs[::3]:
+        assert sim._unpend(job.name) is job
+    assert sim.pending_seconds() == recounted_pending_seconds(sim)
+    for job in jobs:
+        sim._unpend(job.name)
     assert sim.pending_seconds() == dict.fromkeys(sim.queues, 0.0)
+
+
+def test_pending_seconds_kept_by_queue_equal_a_recount_at_every_hpa_sync(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Jobs arriving at fractional seconds, some pinned, overflowing to burst-cloud, placed and restarted:
+    # the waits `pending_seconds` keeps by queue add up to exactly what a recount over `pending` gives.
+    rows = [
+        f"j{i},u,vc{1 + i % 3 // 2},{1 + i % 8},4,1,COMPLETED,{i * 37.3:.1f},0,0,{600 + 97 * i},0" for i in range(60)
+    ]
+    folder = write_sim(tmp_path / "sim", "\n".join(rows) + "\n", ["burst"], pinned_fraction=0.3)
+    sim, _ = build_simulation(load_simulation([str(folder)]), "s", "burst")
+    kept = sim.pending_seconds
+    seen: list[dict[str, float]] = []
+
+    def compared() -> dict[str, float]:
+        value = kept()
+        assert value == recounted_pending_seconds(sim)
+        seen.append(value)
+        return value
+
+    monkeypatch.setattr(sim, "pending_seconds", compared)
+    sim.run()
+    assert sum(1 for value in seen if value["burst-cloud"] and value["dev"]) > 10

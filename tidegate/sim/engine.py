@@ -183,6 +183,9 @@ class Simulation:
         self._node_gpus: dict[str, Level] = {}
         self.events: list[tuple[float, str]] = []
         self.pending: dict[str, SimJob] = {}  # group key -> job waiting for placement
+        #: When each unpinned pending job's wait began, by queue then group key, in `pending`'s order: what
+        #: `pending_seconds` sums every HPA sync (kept by `_pend` and `_unpend` alongside `pending`).
+        self._waits: dict[str, dict[str, float]] = {}
         self.running: dict[str, Running] = {}  # group key -> placed job
         self.node_pods: dict[str, set[str]] = {}  # node -> group keys with pods there
         self.pod_group: dict[str, str] = {}  # pod key -> group key
@@ -294,10 +297,23 @@ class Simulation:
         group, pods = to_group(job, to_cloud, job.restarts, data_nodes, weight)
         self.core.add_group(group, pods)
         group_key = group.key
-        self.pending[group_key] = job
+        self._pend(group_key, job)
         self.group_pods[group_key] = pod_keys = [pod.key for pod in pods]
         for key in pod_keys:
             self.pod_group[key] = group_key
+
+    def _pend(self, group_key: str, job: SimJob) -> None:
+        """The job waits for placement: in `pending` and, unless pinned, among its queue's waits."""
+        self.pending[group_key] = job
+        if not job.pinned:
+            self._waits.setdefault(job.queue, {})[group_key] = job.pending_since
+
+    def _unpend(self, group_key: str) -> SimJob | None:
+        """The job no longer waits (placed, or moving to another queue); None if it was not pending."""
+        job = self.pending.pop(group_key, None)
+        if job is not None and not job.pinned:
+            del self._waits[job.queue][group_key]
+        return job
 
     def _demand(self, gpus: float) -> None:
         self._demand_gpus.add(gpus, self.clock.now())
@@ -353,7 +369,7 @@ class Simulation:
             placed.setdefault(group_key, []).append(bind.node)
         placements = self._placements
         for group_key, nodes in placed.items():
-            job = self.pending.pop(group_key, None)
+            job = self._unpend(group_key)
             if job is None:
                 continue
             placements.update(f"{now!r} {group_key} {' '.join(nodes)}\n".encode())
@@ -641,7 +657,7 @@ class Simulation:
     def _move(self, group_key: str, job: SimJob, queue: str) -> None:
         """Resubmit a pending job to another queue (its PodGroup is recreated there)."""
         self.core.remove_group(group_key)
-        del self.pending[group_key]
+        self._unpend(group_key)
         for key in self.group_pods.pop(group_key, ()):
             self.pod_group.pop(key, None)
         job.queue = queue
@@ -653,9 +669,12 @@ class Simulation:
         pending, per queue; a parent queue sums its children."""
         now = self.clock.now()
         own: dict[str, float] = {}
-        for job in self.pending.values():
-            if not job.pinned:
-                own[job.queue] = own.get(job.queue, 0.0) + (now - job.pending_since)
+        for queue, waits in self._waits.items():
+            if waits:
+                waited = 0.0
+                for since in waits.values():  # one at a time, in `pending`'s order: the same float sum
+                    waited += now - since
+                own[queue] = waited
         if not own:
             return dict.fromkeys(self.queues, 0.0)
         totals: dict[str, float] = {}
