@@ -133,7 +133,7 @@ def test_tidegate_serve_schedules_on_the_wall_clock(tmp_path: Path) -> None:
     command = [sys.executable, "-m", "tidegate.cli.main", "serve", str(SEED), "--port", str(port), "--period", "0.1"]
     log = tmp_path / "serve.log"
     with log.open("wb") as output:
-        server = subprocess.Popen(command, stdout=output, stderr=subprocess.STDOUT)
+        server = subprocess.Popen(command, stdout=output, stderr=subprocess.STDOUT, cwd=tmp_path)
     try:
         deadline = time.monotonic() + 30
         while True:
@@ -155,9 +155,12 @@ def test_tidegate_serve_schedules_on_the_wall_clock(tmp_path: Path) -> None:
     finally:
         server.terminate()
         server.wait(timeout=10)
+    assert (tmp_path / "tidegate.db").is_file()  # state lives in the current directory unless told
+    assert "state lives in sqlite:///tidegate.db" in log.read_text()
 
 
-def test_tidegate_serve_refuses_a_bad_folder_naming_the_field(tmp_path: Path) -> None:
+def test_tidegate_serve_refuses_a_bad_folder_naming_the_field(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
     (tmp_path / "queues.yaml").write_text(
         CLUSTER + "---\nkind: Queue\napiVersion: scheduling.volcano.sh/v1beta1\n"
         "metadata: {name: broken}\nspec: {weight: heavy}\n"
@@ -165,3 +168,4 @@ def test_tidegate_serve_refuses_a_bad_folder_naming_the_field(tmp_path: Path) ->
     result = CliRunner().invoke(app, ["serve", str(tmp_path), "--port", str(_free_port())])
     assert result.exit_code == 1
     assert "Queue/broken field spec.weight" in result.output
+    assert not (tmp_path / "tidegate.db").exists()  # nothing was accepted: no store is left behind

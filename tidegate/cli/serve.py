@@ -13,6 +13,12 @@ from tidegate.clock import WallClock
 from tidegate.live.control_plane import DEFAULT_PERIOD_SECONDS, ControlPlane
 from tidegate.model.errors import ManifestErrors
 from tidegate.model.manifests import load_manifests
+from tidegate.store import Store, StoreError
+
+#: Where state lives unless told: a file in the current directory, so accepted work survives a restart.
+DEFAULT_STORE = "sqlite:///tidegate.db"
+#: The `--store` value that keeps state in memory only (a restart forgets it).
+MEMORY = "memory"
 
 
 def serve(
@@ -24,6 +30,14 @@ def serve(
     period: Annotated[
         float, typer.Option("--period", min=0.001, help="Seconds between scheduling cycles (Volcano's schedulePeriod).")
     ] = DEFAULT_PERIOD_SECONDS,
+    store: Annotated[
+        str,
+        typer.Option(
+            "--store",
+            help="Where state lives: a SQLAlchemy URL (sqlite:///path.db, postgresql+psycopg://...), "
+            "a file path (SQLite), or 'memory' (a restart forgets every job).",
+        ),
+    ] = DEFAULT_STORE,
 ) -> None:
     """Run the live control plane: the cluster comes from the manifests, jobs through the API (see docs/live.md)."""
     import uvicorn  # the web stack loads only when serving: the other commands start faster
@@ -38,11 +52,17 @@ def serve(
         err.print(f"[yellow]warning[/]: skipped {skipped.kind}/{skipped.name} ({skipped.source}): not served live")
     clock = WallClock(start=time.time())
     try:
-        plane = ControlPlane.from_manifests(ms, clock)
+        opened = None if store == MEMORY else Store(store_url(store))
+        plane = ControlPlane.from_manifests(ms, clock, opened)
+    except StoreError as exc:
+        err.print(f"[red]error[/]: {exc}", highlight=False)
+        raise typer.Exit(1) from exc
     except ManifestErrors as exc:
         for error in exc.errors:
             err.print(f"[red]error[/]: {error}", highlight=False)
         raise typer.Exit(1) from exc
+    for dropped in plane.warnings:
+        err.print(f"[yellow]warning[/]: {dropped}", highlight=False)
     plane.start(clock, period)
     threading.Thread(target=clock.run, name="tidegate-cycles", daemon=True).start()
     console.print(
@@ -50,7 +70,16 @@ def serve(
         f"a cycle every {period:g} s; API on http://{host}:{port}",
         highlight=False,
     )
+    where = f"in {opened.where}" if opened is not None else "in memory only (a restart forgets it)"
+    console.print(f"tidegate: state lives {where}", highlight=False, soft_wrap=True)
     try:
         uvicorn.run(create_app(plane), host=host, port=port, log_level="warning")
     finally:
         plane.stop()
+        if opened is not None:
+            opened.close()
+
+
+def store_url(value: str) -> str:
+    """`--store`'s value as a SQLAlchemy URL: a URL as given, anything else a SQLite file's path."""
+    return value if "://" in value else f"sqlite:///{value}"

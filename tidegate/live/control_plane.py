@@ -12,7 +12,11 @@ succeeded or failed. A pod evicted by reclaim or preempt (`PodEvicted`) or repor
 (tidegate/lifecycle/policies.py): restart (its pods recreated, pending again), fail or complete.
 A succeeded pod frees its share at once; a job whose pods have all succeeded is complete.
 
-State lives in memory; every method is safe to call from any thread (one lock around them).
+With a store (tidegate/store) every change the API can observe is written through, in one transaction
+per call, before the call returns: a submission's text, each changed job's state and new events, a
+patched queue's manifest, a deletion. Only what changed is written (a cycle that changes nothing writes
+nothing). `from_manifests` with a store that holds state restores it: see `ControlPlane._restore`.
+Every method is safe to call from any thread (one lock around them).
 """
 
 from __future__ import annotations
@@ -20,10 +24,14 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections.abc import Mapping, Sequence
+import uuid
+from collections.abc import Collection, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
+
+import yaml
 
 from tidegate.clock import Clock, EventLoop, Timer
 from tidegate.lifecycle.policies import JobPolicy, Resolution, job_policy, verdict
@@ -46,6 +54,7 @@ from tidegate.model.resources import Resources
 from tidegate.model.validation import validate
 from tidegate.scheduler.online import OnlineScheduler
 from tidegate.scheduler.snapshot import Decisions
+from tidegate.store import Batch, JobState, PodState, Saved, Store, StoredJob, StoreError
 
 _log = logging.getLogger(__name__)
 #: Volcano's schedulePeriod default.
@@ -54,6 +63,8 @@ DEFAULT_PERIOD_SECONDS = 1.0
 PRIORITY_CYCLE = 10
 #: Kinds a submission may hold; the rest of the cluster comes from the served folder.
 SUBMITTED_KINDS = ("Job", "PodGroup", "Pod")
+#: The file name of the batch the served folder's own workloads are accepted (and stored) as.
+FOLDER_BATCH_FILE = "served folder"
 
 
 class JobPhase(StrEnum):
@@ -65,6 +76,10 @@ class JobPhase(StrEnum):
 
 
 FINISHED = (JobPhase.COMPLETED, JobPhase.FAILED)
+#: The PodGroup phase a restored job is handed to the scheduler in (admitted jobs stay admitted).
+_GROUP_PHASE = {JobPhase.INQUEUE: PodGroupPhase.INQUEUE, JobPhase.RUNNING: PodGroupPhase.RUNNING}
+#: A job as a submission admits it: its PodGroup, its pods, its lifecycle policies by task.
+_Admitted = tuple[PodGroup, tuple[Pod, ...], dict[str, JobPolicy]]
 
 
 class NotFound(KeyError):
@@ -94,6 +109,8 @@ class LiveJob:
     started: float | None = None
     finished: float | None = None
     events: list[tuple[float, str]] = field(default_factory=list)
+    #: The id of the batch it was submitted in (what a store rebuilds it from).
+    batch: str = ""
 
     @property
     def key(self) -> str:
@@ -116,6 +133,16 @@ class QueueMetrics:
     allocated: Resources = field(default_factory=Resources)
 
 
+class _Marked(dict[str, None]):
+    """Names marked changed, in the order first marked: jobs are written (and numbered) in submission order."""
+
+    def add(self, name: str) -> None:
+        self[name] = None
+
+    def discard(self, name: str) -> None:
+        self.pop(name, None)
+
+
 class ControlPlane:
     """The live loop's state: nodes, queues, submitted jobs, and the scheduler that places them."""
 
@@ -126,8 +153,10 @@ class ControlPlane:
         queues: Sequence[Queue],
         config: SchedulerConfiguration | None = None,
         priority_classes: Sequence[PriorityClass] = (),
+        store: Store | None = None,
     ) -> None:
         self.clock = clock
+        self.store = store
         self.config = config or SchedulerConfiguration()
         self.nodes = {node.name: node for node in nodes}
         self.queues = {queue.name: queue for queue in queues}
@@ -143,19 +172,36 @@ class ControlPlane:
         #: Cycles that raised, and the last one's error ("" once a cycle has succeeded since).
         self.failed_cycles = 0
         self.last_error = ""
+        #: What restoring from the store had to drop (e.g. a patch of a queue the folder no longer has).
+        self.warnings: list[str] = []
+        # Written to the store at the end of the current call (kept if the write fails, to retry).
+        self._dirty = _Marked()  # job keys; a key no longer in `jobs` is a deletion
+        self._dirty_queues = _Marked()
+        self._new_batches: list[Batch] = []
+        self._saved_events: dict[str, int] = {}  # job key -> events already in the store
 
     @classmethod
-    def from_manifests(cls, ms: ManifestSet, clock: Clock) -> ControlPlane:
-        """Nodes, queues, priority classes and the scheduler configuration of a loaded folder; the jobs,
-        PodGroups and pods it holds are submitted at once. Raises ManifestErrors for any problem."""
+    def from_manifests(cls, ms: ManifestSet, clock: Clock, store: Store | None = None) -> ControlPlane:
+        """Nodes, queues, priority classes and the scheduler configuration of a loaded folder.
+
+        Without a store, or with one no control plane has started on, the jobs, PodGroups and pods the
+        folder holds are submitted at once (and stored). With a store that holds state, that state is
+        restored instead (`_restore`): the folder's workloads were accepted at the first start, and jobs
+        deleted since stay deleted. Raises ManifestErrors for any problem, naming file, object and field.
+        """
         errors = [*ms.errors, *validate(ms)]
         if errors:
             raise ManifestErrors(errors)
-        plane = cls(
-            clock, ms.nodes, ms.queues, ms.configurations[0] if ms.configurations else None, ms.priority_classes
-        )
-        if ms.jobs or ms.podgroups or ms.pods:
-            plane._accept(ManifestSet(jobs=ms.jobs, podgroups=ms.podgroups, pods=ms.pods), plane.clock.now())
+        config = ms.configurations[0] if ms.configurations else None
+        plane = cls(clock, ms.nodes, ms.queues, config, ms.priority_classes, store)
+        saved = store.load() if store is not None else None
+        with plane._lock:
+            if saved is not None:
+                plane._restore(saved)
+            elif ms.jobs or ms.podgroups or ms.pods:
+                workloads = ManifestSet(jobs=ms.jobs, podgroups=ms.podgroups, pods=ms.pods)
+                plane._accept(workloads, plane.clock.now(), _folder_batch(workloads))
+            plane._flush(started=saved is None)
         return plane
 
     # -- what users do ------------------------------------------------------------------------------
@@ -164,45 +210,40 @@ class ControlPlane:
         return their job keys. All or nothing: raises ManifestErrors naming document, object and field."""
         ms = load_text(text, file)
         with self._lock:
-            return self._accept(ms, self.clock.now())
+            keys = self._accept(ms, self.clock.now(), Batch(uuid.uuid4().hex, file, text))
+            try:
+                self._flush()
+            except StoreError:  # not stored, so not accepted: the caller hears so and nothing of it stays
+                for key in keys:
+                    self._forget(self.jobs[key])
+                    self._dirty.discard(key)
+                self._new_batches.clear()
+                raise
+            return keys
 
     def patch_queue(self, name: str, patch: Mapping[str, Any]) -> Queue:
         """Apply a JSON merge patch (RFC 7386) to a queue's manifest, e.g. `{"spec": {"weight": 10}}`; the
         next cycle sees it. Raises NotFound, or ManifestErrors naming the field."""
-        with self._lock:
+        with self._changing():
             current = self.queues.get(name)
             if current is None:
                 raise NotFound(f"queue {name} does not exist")
-            source = Source(f"PATCH /queues/{name}")
-            doc = merge_patch(current.raw or _queue_manifest(current), patch)
-            ms = load_text(json.dumps(doc), source.file)
-            errors = list(ms.errors)
-            if not errors and [q.name for q in ms.queues] != [name]:
-                errors.append(ManifestError(source, "Queue", name, "metadata.name", "a queue cannot be renamed"))
-            if not errors:
-                others = [q for q in self.queues.values() if q.name != name]
-                tree = ManifestSet(queues=[*others, *ms.queues])
-                errors = [e for e in validate(tree) if e.source.file == source.file]
-            if errors:
-                raise ManifestErrors(errors)
-            (queue,) = ms.queues
-            self.queues[name] = queue
-            self.core.set_queue(queue)
+            queue = self._set_queue(
+                name, merge_patch(current.raw or _queue_manifest(current), patch), f"PATCH /queues/{name}"
+            )
+            self._dirty_queues.add(name)
             return queue
 
     def delete_job(self, key: str) -> None:
         """Forget a job: its pods leave their nodes at once (their agents stop them)."""
-        with self._lock:
-            job = self._job(key)
-            self.core.remove_group(key)
-            for pod in job.pods:
-                self._unbind(pod)
-                self._pod_job.pop(pod.key, None)
-            del self.jobs[key]
+        with self._changing():
+            self._forget(self._job(key))
+            self._saved_events.pop(key, None)
+            self._dirty.add(key)
 
     def report_pod(self, pod_key: str, phase: PodPhase, message: str = "") -> LiveJob:
         """A node's agent reports a bound pod Succeeded or Failed (Running changes nothing)."""
-        with self._lock:
+        with self._changing():
             job = self._job(self._pod_job.get(pod_key, ""), f"pod {pod_key}")
             index = next(i for i, pod in enumerate(job.pods) if pod.key == pod_key)
             pod = job.pods[index]
@@ -220,6 +261,7 @@ class ControlPlane:
                 else:  # its share is free for the next cycle while the rest of the gang runs on
                     self.core.finish_pod(pod_key, succeeded=True)
                     self._unbind(pod)
+                    self._dirty.add(job.key)
             elif phase is PodPhase.FAILED:
                 job.pods[index] = replace(pod, phase=PodPhase.FAILED)
                 self._apply_policy(job, pod, JobEvent.POD_FAILED, f"pod {pod_key} failed: {message}".rstrip(": "), now)
@@ -230,7 +272,7 @@ class ControlPlane:
     # -- the loop -----------------------------------------------------------------------------------
     def cycle(self) -> Decisions:
         """One scheduling cycle now: pods bound, evicted pods' jobs handled by their policies."""
-        with self._lock:
+        with self._changing():
             now = self.clock.now()
             decisions = self.core.cycle(now)
             self.cycles += 1
@@ -244,8 +286,11 @@ class ControlPlane:
                 job = self.jobs[key]
                 if not job.waiting:
                     continue  # running, with pods evicted just now: handled below
+                was = job.phase, job.reason
                 job.phase = JobPhase.INQUEUE if info.phase is PodGroupPhase.INQUEUE else JobPhase.PENDING
                 job.reason = self.core.pending_reason(key) or job.reason
+                if (job.phase, job.reason) != was:
+                    self._dirty.add(key)
             for eviction in decisions.evictions:  # a gang's first evicted pod decides; the job is then pending
                 hit = self.jobs.get(self._pod_job.get(eviction.pod, ""))
                 if hit is not None and hit.phase is JobPhase.RUNNING:
@@ -263,6 +308,7 @@ class ControlPlane:
                 self.cycle()
                 self.last_error = ""
             except Exception as exc:  # the loop outlives a bad cycle; /healthz reports it until one succeeds
+                # (a StoreError among them: the cycle's changes stay marked, and the next call writes them)
                 self.failed_cycles += 1
                 self.last_error = f"{type(exc).__name__}: {exc}"
                 _log.exception("scheduling cycle failed")
@@ -384,7 +430,64 @@ class ControlPlane:
             raise NotFound(f"{what or 'job ' + key} does not exist")
         return job
 
-    def _accept(self, ms: ManifestSet, now: float) -> list[str]:
+    @contextmanager
+    def _changing(self) -> Iterator[None]:
+        """Hold the lock for a call that may change state, and write what it changed when it returns."""
+        with self._lock:
+            yield
+            self._flush()
+
+    def _flush(self, started: bool = False) -> None:
+        """Write what changed since the last write, in one transaction (nothing if nothing changed). If it
+        fails the changes stay marked, and the next call writes them. `started` marks the store as holding
+        this control plane's state (its first start)."""
+        if self.store is None:
+            self._dirty.clear()
+            self._dirty_queues.clear()
+            self._new_batches.clear()
+            return
+        if not (self._dirty or self._dirty_queues or self._new_batches or started):
+            return
+        with self.store.write() as writer:
+            if started:
+                writer.mark_started()
+            for batch in self._new_batches:
+                writer.add_batch(batch)
+            for key in self._dirty:
+                job = self.jobs.get(key)
+                if job is None:
+                    writer.delete_job(key)
+                    continue
+                saved = self._saved_events.get(key, 0)
+                writer.put_job(_state(job), [(seq, *event) for seq, event in enumerate(job.events[saved:], saved)])
+            for name in self._dirty_queues:
+                queue = self.queues.get(name)
+                if queue is None:
+                    writer.drop_queue(name)
+                else:
+                    writer.put_queue(name, queue.raw or _queue_manifest(queue))
+        for key in self._dirty:
+            if key in self.jobs:
+                self._saved_events[key] = len(self.jobs[key].events)
+        self._dirty.clear()
+        self._dirty_queues.clear()
+        self._new_batches.clear()
+
+    def _accept(self, ms: ManifestSet, now: float, batch: Batch) -> list[str]:
+        """Admit a submission and hand its jobs to the scheduler; all or nothing (raises ManifestErrors)."""
+        keys = []
+        for group, pods, policies in self._admit(ms, self.jobs):
+            job = _new_job(group, pods, policies, batch.id, now)
+            job.events.append((now, "submitted"))
+            self._install(job)
+            self._dirty.add(job.key)
+            keys.append(job.key)
+        self._new_batches.append(batch)
+        return keys
+
+    def _admit(self, ms: ManifestSet, existing: Collection[str]) -> list[_Admitted]:
+        """A submission's jobs, validated against the served cluster and expanded as Volcano's job controller
+        does: what both a submission and a restore build jobs from. Raises ManifestErrors with every problem."""
         errors = list(ms.errors)
         errors.extend(_misplaced(ms))
         check = ManifestSet(
@@ -401,7 +504,7 @@ class ControlPlane:
         columns = self.core.ssn.index.col
         vcjobs = {job.key: job for job in ms.jobs}
         for group in workload.groups:
-            if group.key in self.jobs:
+            if group.key in existing:
                 kind, name = _written_as(group, vcjobs, workload.pods_of(group))
                 message = f"job {group.key} exists; delete it first"
                 errors.append(ManifestError(group.source, kind, name, "metadata.name", message))
@@ -413,18 +516,107 @@ class ControlPlane:
                     errors.append(ManifestError(pod.source, "Pod", pod.name, field_, message))
         if errors:
             raise ManifestErrors(errors)
-        keys = []
-        for group in workload.groups:
-            stamped = replace(group, created=group.created or now)
-            pods = tuple(replace(pod, created=pod.created or now) for pod in workload.pods_of(group))
-            job = LiveJob(stamped, pods, list(pods), _policies(vcjobs.get(group.key)), now, now)
-            self.jobs[group.key] = job
-            for pod in pods:
-                self._pod_job[pod.key] = group.key
-            self.core.add_group(stamped, list(pods))
-            job.events.append((now, "submitted"))
-            keys.append(group.key)
-        return keys
+        return [(group, tuple(workload.pods_of(group)), _policies(vcjobs.get(group.key))) for group in workload.groups]
+
+    def _install(self, job: LiveJob, group_phase: PodGroupPhase | None = None) -> None:
+        """Make a built job known: to the API, to its nodes' agents (its running pods), and to the scheduler
+        unless it has finished (in `group_phase` if given: a restored job keeps its admission)."""
+        self.jobs[job.key] = job
+        for pod in job.pods:
+            self._pod_job[pod.key] = job.key
+            if pod.phase is PodPhase.RUNNING and pod.node_name and job.phase not in FINISHED:
+                self._node_pods[pod.node_name][pod.key] = pod
+        if job.phase not in FINISHED:
+            group = job.group if group_phase is None else replace(job.group, phase=group_phase)
+            self.core.add_group(group, list(job.pods))
+
+    def _forget(self, job: LiveJob) -> None:
+        """The job leaves the scheduler, its nodes and the API (the store hears of it if it is marked)."""
+        self.core.remove_group(job.key)
+        for pod in job.pods:
+            self._unbind(pod)
+            self._pod_job.pop(pod.key, None)
+        del self.jobs[job.key]
+
+    def _set_queue(self, name: str, doc: Any, file: str) -> Queue:
+        """Replace a queue by a manifest, validated as a loaded one against the other queues (a queue cannot
+        be renamed; its parent must exist). Raises ManifestErrors naming `file` and the field."""
+        source = Source(file)
+        ms = load_text(json.dumps(doc), file)
+        errors = list(ms.errors)
+        if not errors and [q.name for q in ms.queues] != [name]:
+            errors.append(ManifestError(source, "Queue", name, "metadata.name", "a queue cannot be renamed"))
+        if not errors:
+            others = [q for q in self.queues.values() if q.name != name]
+            tree = ManifestSet(queues=[*others, *ms.queues])
+            errors = [e for e in validate(tree) if e.source.file == file]
+        if errors:
+            raise ManifestErrors(errors)
+        (queue,) = ms.queues
+        self.queues[name] = queue
+        self.core.set_queue(queue)
+        return queue
+
+    # -- restoring from the store -------------------------------------------------------------------
+    def _restore(self, saved: Saved) -> None:
+        """Continue where the stored control plane stopped.
+
+        Queues patched live replace the folder's (a patch of a queue the folder no longer has is dropped,
+        with a warning: the queue was removed on purpose). Each job is rebuilt by admitting its batch's
+        text again, through the submission's own code, and given its stored state: running pods on their
+        nodes with their cards (used from the first cycle), succeeded pods finished, waiting jobs waiting
+        since `queued_since`; finished jobs are kept for the API only. A job with a pod on a node the folder
+        no longer has restarts pending (no retry counted), with an event naming the node. A job that no
+        longer admits (its queue or priority class gone, a resource no node offers) is an error naming it.
+        """
+        for name, manifest in saved.queues.items():
+            if name in self.queues:
+                self._set_queue(name, manifest, f"{self._where()}: queue {name}")
+            else:
+                self.warnings.append(f"queue {name} was patched live but the folder no longer has it: patch dropped")
+                self._dirty_queues.add(name)
+        admitted: dict[str, dict[str, _Admitted]] = {}
+        for stored in saved.jobs:
+            batch_id = stored.state.batch
+            if batch_id not in admitted:
+                admitted[batch_id] = self._readmit(saved.batches[batch_id], saved.jobs)
+            built = admitted[batch_id].get(stored.state.key)
+            if built is None:
+                source = Source(f"{self._where()}: batch {saved.batches[batch_id].file}")
+                problem = "is not in the text it was submitted in"
+                raise ManifestErrors([ManifestError(source, "Job", stored.state.key, "", problem)])
+            self._restore_job(stored, built)
+
+    def _readmit(self, batch: Batch, stored: Sequence[StoredJob]) -> dict[str, _Admitted]:
+        """A stored batch's jobs by key, admitted again; errors name the store, the batch and its jobs."""
+        try:
+            return {built[0].key: built for built in self._admit(load_text(batch.text, batch.file), ())}
+        except ManifestErrors as exc:
+            keys = ", ".join(job.state.key for job in stored if job.state.batch == batch.id)
+            where = f"{self._where()}: job(s) {keys} submitted as {batch.file}"
+            raise ManifestErrors(
+                [replace(error, source=replace(error.source, file=where)) for error in exc.errors]
+            ) from exc
+
+    def _restore_job(self, stored: StoredJob, built: _Admitted) -> None:
+        state = stored.state
+        job = _new_job(*built, state.batch, state.submitted)
+        job.phase, job.reason, job.retries = JobPhase(state.phase), state.reason, state.retries
+        job.queued_since, job.started, job.finished = state.queued_since, state.started, state.finished
+        job.events = list(stored.events)
+        self._saved_events[job.key] = len(job.events)
+        pods = {pod.key: pod for pod in state.pods}
+        job.pods = [_restored_pod(pod, pods.get(pod.key)) for pod in job.template]
+        lost = sorted({p.node_name for p in job.pods if p.phase is PodPhase.RUNNING and p.node_name not in self.nodes})
+        if lost and job.phase not in FINISHED:
+            now = self.clock.now()
+            why = f"node {', '.join(lost)} no longer exists"
+            job.events.append((now, why))
+            self._reset(job, why, now)
+        self._install(job, _GROUP_PHASE.get(job.phase))
+
+    def _where(self) -> str:
+        return f"store {self.store.where}" if self.store is not None else "store"
 
     def _bind(self, job: LiveJob, binds: Mapping[str, tuple[str, tuple[int, ...]]], now: float) -> None:
         for i, pod in enumerate(job.pods):
@@ -439,6 +631,7 @@ class ControlPlane:
             job.phase, job.reason = JobPhase.RUNNING, ""
             job.started = job.started if job.started is not None else now
             job.events.append((now, f"started on {', '.join(sorted({p.node_name for p in job.pods if p.node_name}))}"))
+        self._dirty.add(job.key)
 
     def _unbind(self, pod: Pod) -> None:
         if pod.node_name:
@@ -447,6 +640,7 @@ class ControlPlane:
     def _apply_policy(self, job: LiveJob, pod: Pod, event: JobEvent, what: str, now: float) -> None:
         """What Volcano's job controller does for the event on one of the job's pods."""
         decided = verdict(job.policies.get(pod.task) or job.policies[""], event, job.retries)
+        self._dirty.add(job.key)
         job.retries = decided.retries
         job.events.append((now, what))
         why = f"{what}; {decided.rule}" if decided.rule else what
@@ -461,10 +655,15 @@ class ControlPlane:
         self.core.remove_group(job.key)
         for pod in job.pods:
             self._unbind(pod)
+        self._reset(job, why, now)
+        self.core.add_group(job.group, list(job.template))
+
+    def _reset(self, job: LiveJob, why: str, now: float) -> None:
+        """The job's pods are recreated pending from its template: it waits again from now."""
         job.pods = list(job.template)
         job.phase, job.reason, job.queued_since = JobPhase.PENDING, why, now
         job.events.append((now, "restarted"))
-        self.core.add_group(job.group, list(job.template))
+        self._dirty.add(job.key)
 
     def _end(self, job: LiveJob, phase: JobPhase, why: str, now: float) -> None:
         """The job is over: pods still pending or running are stopped (shown Failed), its share freed."""
@@ -475,6 +674,7 @@ class ControlPlane:
                 job.pods[i] = replace(pod, phase=PodPhase.FAILED)
         job.phase, job.reason, job.finished = phase, why, now
         job.events.append((now, f"{phase.value.lower()}: {why}"))
+        self._dirty.add(job.key)
 
 
 def merge_patch(target: Any, patch: Any) -> Any:
@@ -488,6 +688,46 @@ def merge_patch(target: Any, patch: Any) -> Any:
         else:
             out[key] = merge_patch(out.get(key), value)
     return out
+
+
+def _new_job(
+    group: PodGroup, pods: Sequence[Pod], policies: Mapping[str, JobPolicy], batch: str, submitted: float
+) -> LiveJob:
+    """A job as admitted at `submitted`: objects the manifests gave no creation time are created then."""
+    stamped = replace(group, created=group.created or submitted)
+    template = tuple(replace(pod, created=pod.created or submitted) for pod in pods)
+    return LiveJob(stamped, template, list(template), policies, submitted, submitted, batch=batch)
+
+
+def _folder_batch(workloads: ManifestSet) -> Batch:
+    """The served folder's workloads as one batch of text (their documents as read), stored like a submission."""
+    objects: list[Job | PodGroup | Pod] = [*workloads.jobs, *workloads.podgroups, *workloads.pods]
+    text = yaml.safe_dump_all([obj.raw for obj in objects], sort_keys=False)
+    return Batch(uuid.uuid4().hex, FOLDER_BATCH_FILE, text)
+
+
+def _state(job: LiveJob) -> JobState:
+    """What the store keeps of a job besides its batch and events."""
+    pods = tuple(PodState(pod.key, pod.phase.value, pod.node_name, pod.gpu_indices) for pod in job.pods)
+    return JobState(
+        job.key,
+        job.batch,
+        job.phase.value,
+        job.reason,
+        job.retries,
+        job.submitted,
+        job.queued_since,
+        job.started,
+        job.finished,
+        pods,
+    )
+
+
+def _restored_pod(pod: Pod, state: PodState | None) -> Pod:
+    """A pod rebuilt from its template, as it was stored (on its node with its cards, or finished)."""
+    if state is None:
+        return pod
+    return replace(pod, phase=PodPhase(state.phase), node_name=state.node, gpu_indices=state.gpu_indices)
 
 
 def _queue_manifest(queue: Queue) -> dict[str, Any]:

@@ -65,9 +65,15 @@ class OnlineScheduler:
             self._nodes_changed = True
 
     def add_group(self, group: PodGroup, pods: Sequence[Pod]) -> None:
+        """A group arrives; it waits until placed. One that arrives placed (a restored control plane's
+        running job: its pods bound, or finished) is set aside at once, as the cycle that placed it did."""
         job = self.ssn.add_group(group, pods)
         self.jobs[group.key] = job
-        self.waiting[group.key] = job
+        if job.counts[TaskStatus.PENDING] or not job.ready_num or job.ready_num < job.min_available:
+            self.waiting[group.key] = job
+            return
+        job.phase = self.ssn.final_phase(job)
+        self.ssn.settle(job)
 
     def remove_group(self, key: str) -> None:
         job = self.jobs.pop(key, None)

@@ -14,7 +14,8 @@
     GET    /metrics                        volcano_queue_pending_jobs_duration_seconds and more
 
 Bad input answers 422 with every problem as {file, document, kind, name, field, message}; an unknown
-object 404; a request the object's state refuses 409.
+object 404; a request the object's state refuses 409; a change the store could not write 503 (a
+submission is then not accepted; other changes are written with the next one).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from tidegate.live.control_plane import Conflict, ControlPlane, NotFound
 from tidegate.model.errors import ManifestError, ManifestErrors
 from tidegate.model.objects import PodPhase
 from tidegate.model.quantity import scale_of
+from tidegate.store import StoreError
 
 PROMETHEUS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -53,6 +55,10 @@ def create_app(plane: ControlPlane) -> FastAPI:
     @app.exception_handler(Conflict)
     def conflict(_: Request, exc: Conflict) -> JSONResponse:
         return JSONResponse({"error": str(exc)}, status_code=409)
+
+    @app.exception_handler(StoreError)
+    def store_failed(_: Request, exc: StoreError) -> JSONResponse:
+        return JSONResponse({"error": str(exc)}, status_code=503)
 
     @app.get("/healthz")
     def healthz() -> JSONResponse:

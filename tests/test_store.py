@@ -1,0 +1,317 @@
+"""The live control plane's store: a control plane restarted on the same folder and store continues exactly
+where the last one stopped (jobs, pods on their nodes, events, queue patches), and the write path writes
+only what changed."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+import urllib.error
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import event, func, select
+from test_live import CLUSTER, batch, vcjob
+from test_server import SEED, _call, _free_port
+
+from tidegate.clock import SimClock
+from tidegate.live.control_plane import FOLDER_BATCH_FILE, ControlPlane, JobPhase
+from tidegate.model.errors import ManifestErrors, Source
+from tidegate.model.manifests import load_text
+from tidegate.model.objects import PodPhase
+from tidegate.store import Store, StoreError
+from tidegate.store.sql import jobs as jobs_table
+from tidegate.store.sql import meta
+
+RECLAIMING = """
+---
+apiVersion: tidegate.io/v1alpha1
+kind: SchedulerConfiguration
+metadata: {name: reclaiming}
+actions: "enqueue, allocate, reclaim, backfill"
+tiers:
+- plugins: [{name: priority}, {name: gang}]
+- plugins: [{name: predicates}, {name: proportion}, {name: nodeorder}, {name: binpack}]
+"""
+RESTART_ON_EVICTION = "policies: [{event: PodEvicted, action: RestartJob}]"
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[Store]:
+    opened = Store(f"sqlite:///{tmp_path / 'state.db'}")
+    yield opened
+    opened.close()
+
+
+def start(store: Store | None, at: float = 0.0, cluster: str = CLUSTER + RECLAIMING) -> tuple[ControlPlane, SimClock]:
+    clock = SimClock(start=at)
+    return ControlPlane.from_manifests(load_text(cluster, "cluster.yaml"), clock, store), clock
+
+
+def advance(clock: SimClock, to: float) -> None:
+    clock.call_at(to, lambda: None)
+    clock.run()
+
+
+def seen(p: ControlPlane) -> dict[str, Any]:
+    """Everything the API shows."""
+    return {
+        "jobs": p.jobs_view(),
+        "queues": p.queues_view(),
+        "nodes": p.nodes_view(),
+        "agents": {name: p.node_pods(name) for name in p.nodes},
+    }
+
+
+def count_statements(store: Store) -> list[str]:
+    statements: list[str] = []
+
+    def record(conn: Any, cursor: Any, statement: str, parameters: Any, context: Any, many: bool) -> None:
+        statements.append(f"{statement} {parameters}")
+
+    event.listen(store.engine, "before_cursor_execute", record)
+    return statements
+
+
+def a_history(store: Store) -> tuple[ControlPlane, SimClock]:
+    """Submit, cycle, report a pod, patch a queue, evict and restart a job by its policy."""
+    p, clock = start(store)
+    p.patch_queue("prod", {"spec": {"weight": 1, "capability": {"nvidia.com/gpu": 4}}})
+    p.submit(batch(vcjob("d0", gpus=4, policies=RESTART_ON_EVICTION), vcjob("pair", replicas=2, gpus=2)), "one.yaml")
+    p.cycle()
+    advance(clock, 10.0)
+    p.report_pod("default/pair-worker-0", PodPhase.SUCCEEDED)  # pair runs on with one pod
+    p.submit(vcjob("urgent", "prod", gpus=4), "two.yaml")
+    p.submit(vcjob("gone"), "three.yaml")
+    p.delete_job("default/gone")
+    advance(clock, 20.0)
+    p.cycle()  # reclaim evicts a dev job for prod's urgent one; its policy restarts it
+    advance(clock, 30.0)
+    p.cycle()
+    advance(clock, 40.0)
+    p.cycle()
+    return p, clock
+
+
+def test_a_restarted_control_plane_continues_exactly(store: Store) -> None:
+    before, clock = a_history(store)
+    restarted = [job for job in before.jobs.values() if job.retries == 1]
+    assert len(restarted) == 1 and restarted[0].waiting, before.jobs_view()  # the history did what it says
+    assert before.jobs["default/urgent"].phase is JobPhase.RUNNING
+    before.store = None  # the old one goes on in memory only: both must decide alike from here
+    after, after_clock = start(store, at=clock.now())
+    assert seen(after) == seen(before)
+    # The scheduler sees what it saw: the same groups in the same phases (admitted ones stay admitted),
+    # the same ones waiting, the same room used on each node.
+    assert {key: job.phase for key, job in after.core.jobs.items()} == {
+        key: job.phase for key, job in before.core.jobs.items()
+    }
+    assert set(after.core.waiting) == set(before.core.waiting)
+    assert (after.core.ssn.table.used == before.core.ssn.table.used).all()
+    assert "default/gone" not in after.jobs  # a deleted job stays deleted
+    assert after.queues["prod"].capability == before.queues["prod"].capability  # the patch survived
+    assert after.core.ssn.queues["prod"].queue.capability == before.queues["prod"].capability
+    for key, job in before.jobs.items():
+        twin = after.jobs[key]
+        assert (twin.phase, twin.reason, twin.retries, twin.pods, twin.events) == (
+            job.phase,
+            job.reason,
+            job.retries,
+            job.pods,
+            job.events,
+        )
+
+    # The bound pods' resources are used from the first cycle: the restarted job still waits, for the
+    # same reason, and its pending time keeps counting from when it was restarted.
+    for plane, plane_clock in ((before, clock), (after, after_clock)):
+        advance(plane_clock, 100.0)
+        plane.cycle()
+    waiting = after.jobs[restarted[0].key]
+    assert waiting.waiting and waiting.reason and waiting.queued_since < 100.0
+    assert after.metrics() == before.metrics()
+    assert [m.pending_seconds for m in after.metrics() if m.queue == "dev"] == [100.0 - waiting.queued_since]
+    assert seen(after) == seen(before)
+
+    # A pod bound before the restart, reported succeeded after it, completes its job and frees its room.
+    (running_dev,) = [k for k, j in after.jobs.items() if j.phase is JobPhase.RUNNING and j.group.queue == "dev"]
+    for plane in (before, after):
+        for pod in plane.jobs[running_dev].pods:
+            if pod.phase is PodPhase.RUNNING:
+                plane.report_pod(pod.key, PodPhase.SUCCEEDED)
+        plane.cycle()
+    assert after.jobs[running_dev].phase is JobPhase.COMPLETED
+    assert after.jobs[restarted[0].key].phase is JobPhase.RUNNING
+    assert seen(after) == seen(before)
+
+    # And a third start sees what the second one wrote.
+    third, _ = start(store, at=after_clock.now())
+    assert seen(third) == seen(after)
+
+
+def test_a_cycle_that_changes_nothing_writes_nothing(store: Store) -> None:
+    p, _ = start(store)
+    p.submit(batch(*(vcjob(f"j{i}", gpus=4) for i in range(3))))
+    statements = count_statements(store)
+    p.cycle()  # two bound, one waits: three jobs written, in one transaction
+    written = [s for s in statements if s.startswith(("UPDATE jobs", "INSERT INTO jobs"))]
+    assert len(written) == 3, statements
+    statements.clear()
+    p.cycle()
+    p.cycle()
+    assert statements == []
+    p.report_pod("default/j0-worker-0", PodPhase.SUCCEEDED)
+    statements.clear()
+    p.cycle()  # j2 binds: only it is written
+    assert (
+        [s for s in statements if s.startswith("UPDATE jobs")]
+        == [s for s in statements if s.startswith("UPDATE jobs") and "default/j2" in s]
+        != []
+    )
+
+
+def test_the_folder_s_jobs_are_accepted_once_and_a_deleted_one_stays_deleted(store: Store) -> None:
+    folder = CLUSTER + "---" + vcjob("seeded") + "---" + vcjob("kept")
+    p, _ = start(store, cluster=folder)
+    assert list(p.jobs) == ["default/seeded", "default/kept"]
+    p.cycle()
+    p.delete_job("default/seeded")
+    again, _ = start(store, at=5.0, cluster=folder)
+    assert list(again.jobs) == ["default/kept"]
+    assert again.jobs["default/kept"].phase is JobPhase.RUNNING
+    assert again.jobs["default/kept"].submitted == 0.0
+    without_store, _ = start(None, cluster=folder)
+    assert list(without_store.jobs) == ["default/seeded", "default/kept"]
+
+
+def test_a_job_on_a_node_the_folder_no_longer_has_restarts_pending(store: Store) -> None:
+    p, _ = start(store)
+    p.submit(batch(vcjob("a", gpus=4), vcjob("b", gpus=4)))
+    p.cycle()
+    (on_n2,) = [key for key, job in p.jobs.items() if job.pods[0].node_name == "n2"]
+    one_node = CLUSTER.replace("metadata: {name: n2}", "metadata: {name: n3}")
+    after, _ = start(store, at=50.0, cluster=one_node)
+    job = after.jobs[on_n2]
+    assert job.phase is JobPhase.PENDING and job.retries == 0 and job.queued_since == 50.0
+    assert job.events[-2:] == [(50.0, "node n2 no longer exists"), (50.0, "restarted")]
+    assert all(not pod.node_name for pod in job.pods) and after.node_pods("n3") == []
+    after.cycle()
+    assert job.phase is JobPhase.RUNNING and job.pods[0].node_name == "n3"
+    assert start(store, at=60.0, cluster=one_node)[0].jobs[on_n2].pods[0].node_name == "n3"  # written
+
+
+def test_a_patch_of_a_queue_the_folder_no_longer_has_is_dropped_with_a_warning(store: Store) -> None:
+    p, _ = start(
+        store, cluster=CLUSTER + "---\nkind: Queue\napiVersion: scheduling.volcano.sh/v1beta1\nmetadata: {name: old}\n"
+    )
+    p.patch_queue("old", {"spec": {"weight": 7}})
+    p.patch_queue("dev", {"spec": {"weight": 3}})
+    after, _ = start(store)
+    assert after.warnings == ["queue old was patched live but the folder no longer has it: patch dropped"]
+    assert after.queues["dev"].weight == 3 and "old" not in after.queues
+    assert start(store)[0].warnings == []  # dropped from the store too
+
+
+def test_a_stored_job_whose_queue_is_gone_is_an_error_naming_it(store: Store) -> None:
+    p, _ = start(store)
+    p.submit(vcjob("lost", queue="prod"), "lost.yaml")
+    without_prod = CLUSTER.replace("metadata: {name: prod}", "metadata: {name: prod2}")
+    with pytest.raises(ManifestErrors) as caught:
+        start(store, cluster=without_prod)
+    (error,) = caught.value.errors
+    assert (error.kind, error.name, error.field) == ("Job", "lost", "spec.queue")
+    assert "job(s) default/lost submitted as lost.yaml" in error.source.file and store.where in error.source.file
+
+
+def test_a_submission_the_store_cannot_write_is_not_accepted(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    p, _ = start(store)
+    p.submit(vcjob("first"))
+
+    def broken() -> Any:
+        raise StoreError("store is down")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(store, "write", broken)
+        with pytest.raises(StoreError):
+            p.submit(vcjob("second"))
+        assert list(p.jobs) == ["default/first"] and list(p.core.jobs) == ["default/first"]
+        with pytest.raises(StoreError):
+            p.cycle()  # bound in memory; written with the next change
+    assert p.jobs["default/first"].phase is JobPhase.RUNNING
+    p.submit(vcjob("second"))
+    assert start(store)[0].jobs["default/first"].phase is JobPhase.RUNNING
+
+
+def test_a_store_of_a_newer_schema_is_refused(store: Store) -> None:
+    assert store.load() is None  # a new store: tables made, no control plane started on it yet
+    with store.engine.begin() as conn:
+        conn.execute(meta.update().where(meta.c.name == "schema_version").values(value="99"))
+    with pytest.raises(StoreError, match=r"schema version 99; this tidegate reads up to 1"):
+        Store(store.url).load()
+    with pytest.raises(StoreError, match=r"store nosuch://"):
+        Store("nosuch://x")
+
+
+def test_a_folder_job_s_stored_text_rebuilds_it(store: Store) -> None:
+    folder = CLUSTER + "---" + vcjob("seeded", replicas=2)
+    p, _ = start(store, cluster=folder)
+    with store.engine.connect() as conn:
+        assert conn.execute(select(func.count()).select_from(jobs_table)).scalar_one() == 1
+    again, _ = start(store, cluster=folder)
+    rebuilt, first = again.jobs["default/seeded"], p.jobs["default/seeded"]
+    assert [replace(pod, source=Source()) for pod in rebuilt.template] == [
+        replace(pod, source=Source()) for pod in first.template
+    ]
+    assert replace(rebuilt.group, source=Source()) == replace(first.group, source=Source())
+    assert rebuilt.group.source.file == FOLDER_BATCH_FILE
+
+
+def _serve(folder: Path, port: int, store: str, log: Path) -> subprocess.Popen[bytes]:
+    command = [sys.executable, "-m", "tidegate.cli.main", "serve", str(folder), "--port", str(port)]
+    with log.open("ab") as output:
+        return subprocess.Popen(
+            [*command, "--period", "0.1", "--store", store], stdout=output, stderr=subprocess.STDOUT
+        )
+
+
+def _wait_for(url: str, server: subprocess.Popen[bytes], log: Path, deadline: float) -> Any:
+    while True:
+        try:
+            return _call(url)
+        except (urllib.error.URLError, ConnectionError):
+            assert server.poll() is None, log.read_text()
+            assert time.monotonic() < deadline, f"no answer from {url}"
+            time.sleep(0.2)
+
+
+def test_tidegate_serve_keeps_running_jobs_across_a_restart(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'state.db'}"
+    log = tmp_path / "serve.log"
+    deadline = time.monotonic() + 60
+    port = _free_port()
+    base = f"http://127.0.0.1:{port}"
+    server = _serve(SEED, port, url, log)
+    try:
+        _wait_for(f"{base}/healthz", server, log, deadline)
+        _call(f"{base}/jobs", "POST", vcjob("kept", queue="dev").encode())
+        while (job := _call(f"{base}/jobs/default/kept"))["phase"] != "Running":
+            assert time.monotonic() < deadline, "the job was not scheduled"
+            time.sleep(0.1)
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+    assert f"state lives in {url}" in log.read_text()
+    port = _free_port()
+    base = f"http://127.0.0.1:{port}"
+    server = _serve(SEED, port, url, log)
+    try:
+        _wait_for(f"{base}/healthz", server, log, deadline)
+        again = _call(f"{base}/jobs/default/kept")
+        assert again["phase"] == "Running" and again["pods"] == job["pods"] and job["pods"][0]["node"]
+        assert again["events"] == job["events"]
+    finally:
+        server.terminate()
+        server.wait(timeout=10)

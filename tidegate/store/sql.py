@@ -1,0 +1,287 @@
+"""The live control plane's store: what it has accepted, in any database SQLAlchemy reaches.
+
+`tidegate serve` writes through to it so that a restart continues where the last run stopped ("nothing
+already accepted is lost"). It keeps plain values, not the model's objects: a job is the text of the
+batch it was submitted in (rebuilt by parsing that text again, as a submission is) plus its state
+(phase, reason, retries, times, each pod's node, cards and phase) and its events; a queue patched live
+is its current manifest. SQLite (`sqlite:///tidegate.db`) by default; `postgresql+psycopg://...` or
+any SQLAlchemy URL works with its driver installed.
+
+Tables: `meta` (schema version, whether a control plane has started on it), `batches` (submitted text
+and its file name), `jobs` (one row a job, pods as JSON, in submission order), `events` (appended, one
+row an event) and `queues` (patched queues' manifests). Each `Store.write()` is one transaction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    Column,
+    Connection,
+    Double,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    create_engine,
+    delete,
+    insert,
+    select,
+    update,
+)
+from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.exc import ArgumentError, NoSuchModuleError, SQLAlchemyError
+from sqlalchemy.sql import ColumnElement
+
+#: Bumped when the tables change; a store written by a newer tidegate is refused rather than misread.
+SCHEMA_VERSION = 1
+
+metadata = MetaData()
+meta = Table("meta", metadata, Column("name", String(64), primary_key=True), Column("value", Text, nullable=False))
+batches = Table(
+    "batches",
+    metadata,
+    Column("id", String(64), primary_key=True),
+    Column("file", Text, nullable=False),
+    Column("text", Text, nullable=False),
+)
+jobs = Table(
+    "jobs",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),  # submission order
+    Column("key", String(512), nullable=False, unique=True),
+    Column("batch", String(64), nullable=False),
+    Column("phase", String(32), nullable=False),
+    Column("reason", Text, nullable=False),
+    Column("retries", Integer, nullable=False),
+    Column("submitted", Double, nullable=False),
+    Column("queued_since", Double, nullable=False),
+    Column("started", Double),
+    Column("finished", Double),
+    Column("pods", JSON, nullable=False),
+)
+events = Table(
+    "events",
+    metadata,
+    Column("job", String(512), primary_key=True),
+    Column("seq", Integer, primary_key=True),
+    Column("time", Double, nullable=False),
+    Column("message", Text, nullable=False),
+)
+queues = Table("queues", metadata, Column("name", String(256), primary_key=True), Column("manifest", JSON))
+
+
+class StoreError(RuntimeError):
+    """The store cannot be opened or used (bad URL, missing driver, unreachable, newer schema)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Batch:
+    """A submission as it came: its text (YAML or JSON documents) and the file name its errors named."""
+
+    id: str
+    file: str
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class PodState:
+    """One pod as it is now: bound to `node` with `gpu_indices` while Running; Pending has no node."""
+
+    key: str
+    phase: str
+    node: str = ""
+    gpu_indices: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class JobState:
+    """A job's state: everything but its spec (its batch's text) and its events."""
+
+    key: str
+    batch: str
+    phase: str
+    reason: str
+    retries: int
+    submitted: float
+    queued_since: float
+    started: float | None
+    finished: float | None
+    pods: tuple[PodState, ...]
+
+
+#: An event as stored: its position in the job's list, time, message.
+EventRow = tuple[int, float, str]
+
+
+@dataclass(frozen=True, slots=True)
+class StoredJob:
+    state: JobState
+    events: tuple[tuple[float, str], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Saved:
+    """Everything a store holds, as a control plane restores it."""
+
+    batches: Mapping[str, Batch]
+    #: In submission order.
+    jobs: Sequence[StoredJob]
+    #: Patched queues' manifests by name.
+    queues: Mapping[str, dict[str, Any]]
+
+
+class Writer:
+    """The changes of one transaction (see `Store.write`)."""
+
+    def __init__(self, connection: Connection) -> None:
+        self._conn = connection
+
+    def add_batch(self, batch: Batch) -> None:
+        self._conn.execute(insert(batches).values(id=batch.id, file=batch.file, text=batch.text))
+
+    def put_job(self, state: JobState, new_events: Sequence[EventRow] = ()) -> None:
+        """Insert or update the job's row and append its new events."""
+        _upsert(self._conn, jobs, jobs.c.key == state.key, _job_values(state), {"key": state.key})
+        if new_events:
+            rows = [{"job": state.key, "seq": seq, "time": when, "message": text} for seq, when, text in new_events]
+            self._conn.execute(insert(events), rows)
+
+    def delete_job(self, key: str) -> None:
+        """Forget the job, its events, and its batch once no job of the batch is left."""
+        batch = self._conn.execute(select(jobs.c.batch).where(jobs.c.key == key)).scalar_one_or_none()
+        self._conn.execute(delete(events).where(events.c.job == key))
+        self._conn.execute(delete(jobs).where(jobs.c.key == key))
+        if batch is not None and self._conn.execute(select(jobs.c.id).where(jobs.c.batch == batch)).first() is None:
+            self._conn.execute(delete(batches).where(batches.c.id == batch))
+
+    def put_queue(self, name: str, manifest: Mapping[str, Any]) -> None:
+        _upsert(self._conn, queues, queues.c.name == name, {"manifest": dict(manifest)}, {"name": name})
+
+    def drop_queue(self, name: str) -> None:
+        self._conn.execute(delete(queues).where(queues.c.name == name))
+
+    def mark_started(self) -> None:
+        """A control plane has started on this store: from now on its state, not the folder's jobs, counts."""
+        _upsert(self._conn, meta, meta.c.name == "started", {"value": "yes"}, {"name": "started"})
+
+
+class Store:
+    """A database holding one control plane's state. Thread-safe: each `write()` takes its own connection."""
+
+    def __init__(self, url: str) -> None:
+        """Check the URL and its driver; the database is reached (and its tables made) at the first use,
+        so a control plane that refuses its folder leaves no database behind."""
+        self.url = url
+        self._ready = False
+        try:
+            self.engine: Engine = create_engine(url)
+        except (ArgumentError, NoSuchModuleError, ImportError) as exc:
+            raise StoreError(f"store {self.where}: {exc}") from exc
+
+    @property
+    def where(self) -> str:
+        """The URL with any password hidden: what to print."""
+        try:
+            return make_url(self.url).render_as_string(hide_password=True)
+        except ArgumentError:
+            return self.url
+
+    def load(self) -> Saved | None:
+        """The stored state, or None if no control plane has started on this store yet."""
+        try:
+            self._prepare()
+            return self._load()
+        except SQLAlchemyError as exc:
+            raise StoreError(f"store {self.where}: {exc}") from exc
+
+    def _load(self) -> Saved | None:
+        with self.engine.connect() as conn:
+            if conn.execute(select(meta.c.value).where(meta.c.name == "started")).first() is None:
+                return None
+            by_job: dict[str, list[tuple[float, str]]] = {}
+            for row in conn.execute(select(events).order_by(events.c.job, events.c.seq)):
+                by_job.setdefault(row.job, []).append((row.time, row.message))
+            return Saved(
+                batches={row.id: Batch(row.id, row.file, row.text) for row in conn.execute(select(batches))},
+                jobs=[
+                    StoredJob(_job_state(row), tuple(by_job.get(row.key, ())))
+                    for row in conn.execute(select(jobs).order_by(jobs.c.id))
+                ],
+                queues={row.name: dict(row.manifest) for row in conn.execute(select(queues))},
+            )
+
+    @contextmanager
+    def write(self) -> Iterator[Writer]:
+        """One transaction: committed when the block ends, rolled back if it raises."""
+        try:
+            self._prepare()
+            with self.engine.begin() as conn:
+                yield Writer(conn)
+        except SQLAlchemyError as exc:
+            raise StoreError(f"store {self.where}: {exc}") from exc
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    def _prepare(self) -> None:
+        """Make the tables if missing and refuse a newer schema: once, at the first use."""
+        if self._ready:
+            return
+        metadata.create_all(self.engine)
+        with self.engine.begin() as conn:
+            self._check_version(conn)
+        self._ready = True
+
+    def _check_version(self, conn: Connection) -> None:
+        found = conn.execute(select(meta.c.value).where(meta.c.name == "schema_version")).scalar_one_or_none()
+        if found is None:
+            conn.execute(insert(meta).values(name="schema_version", value=str(SCHEMA_VERSION)))
+        elif int(found) > SCHEMA_VERSION:
+            raise StoreError(
+                f"store {self.where} has schema version {found}; this tidegate reads up to {SCHEMA_VERSION}"
+            )
+
+
+def _upsert(
+    conn: Connection, table: Table, where: ColumnElement[bool], values: dict[str, Any], key: dict[str, Any]
+) -> None:
+    """Update the row, or insert it if there is none (portable: no dialect's ON CONFLICT)."""
+    if conn.execute(update(table).where(where).values(values)).rowcount == 0:
+        conn.execute(insert(table).values(**key, **values))
+
+
+def _job_values(state: JobState) -> dict[str, Any]:
+    return {
+        "batch": state.batch,
+        "phase": state.phase,
+        "reason": state.reason,
+        "retries": state.retries,
+        "submitted": state.submitted,
+        "queued_since": state.queued_since,
+        "started": state.started,
+        "finished": state.finished,
+        "pods": [[pod.key, pod.phase, pod.node, list(pod.gpu_indices)] for pod in state.pods],
+    }
+
+
+def _job_state(row: Any) -> JobState:
+    pods = tuple(PodState(key, phase, node, tuple(cards)) for key, phase, node, cards in row.pods)
+    return JobState(
+        row.key,
+        row.batch,
+        row.phase,
+        row.reason,
+        row.retries,
+        row.submitted,
+        row.queued_since,
+        row.started,
+        row.finished,
+        pods,
+    )
