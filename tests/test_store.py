@@ -23,9 +23,9 @@ from tidegate.live.control_plane import FOLDER_BATCH_FILE, ControlPlane, JobPhas
 from tidegate.model.errors import ManifestErrors, Source
 from tidegate.model.manifests import load_text
 from tidegate.model.objects import PodPhase
-from tidegate.store import Store, StoreError
+from tidegate.store import StoreError
+from tidegate.store.sql import Store, meta
 from tidegate.store.sql import jobs as jobs_table
-from tidegate.store.sql import meta
 
 RECLAIMING = """
 ---
@@ -315,3 +315,8 @@ def test_tidegate_serve_keeps_running_jobs_across_a_restart(tmp_path: Path) -> N
     finally:
         server.terminate()
         server.wait(timeout=10)
+
+
+def test_the_tidegate_command_starts_without_loading_sqlalchemy() -> None:
+    code = "import sys, tidegate.cli.main; print(sorted(m for m in ('sqlalchemy', 'uvicorn') if m in sys.modules))"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout == "[]\n"

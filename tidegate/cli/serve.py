@@ -13,7 +13,7 @@ from tidegate.clock import WallClock
 from tidegate.live.control_plane import DEFAULT_PERIOD_SECONDS, ControlPlane
 from tidegate.model.errors import ManifestErrors
 from tidegate.model.manifests import load_manifests
-from tidegate.store import Store, StoreError
+from tidegate.store import StoreError
 
 #: Where state lives unless told: a file in the current directory, so accepted work survives a restart.
 DEFAULT_STORE = "sqlite:///tidegate.db"
@@ -43,6 +43,7 @@ def serve(
     import uvicorn  # the web stack loads only when serving: the other commands start faster
 
     from tidegate.server.app import create_app
+    from tidegate.store.sql import Store
 
     console, err = Console(), Console(stderr=True)
     ms = load_manifests(paths)

@@ -29,7 +29,7 @@ from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
@@ -54,7 +54,10 @@ from tidegate.model.resources import Resources
 from tidegate.model.validation import validate
 from tidegate.scheduler.online import OnlineScheduler
 from tidegate.scheduler.snapshot import Decisions
-from tidegate.store import Batch, JobState, PodState, Saved, Store, StoredJob, StoreError
+from tidegate.store import Batch, JobState, PodState, Saved, StoredJob, StoreError
+
+if TYPE_CHECKING:
+    from tidegate.store.sql import Store
 
 _log = logging.getLogger(__name__)
 #: Volcano's schedulePeriod default.

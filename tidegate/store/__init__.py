@@ -1,5 +1,9 @@
-"""Durable state of the live control plane: what it accepted, kept in a SQL database (SQLite by default)."""
+"""Durable state of the live control plane: what it accepted, kept in a SQL database (SQLite by default).
 
-from tidegate.store.sql import Batch, EventRow, JobState, PodState, Saved, Store, StoredJob, StoreError, Writer
+`tidegate.store.records` holds the plain values it keeps; `tidegate.store.sql.Store` the database
+(it imports SQLAlchemy, so it is imported where a store is opened, not here).
+"""
 
-__all__ = ["Batch", "EventRow", "JobState", "PodState", "Saved", "Store", "StoreError", "StoredJob", "Writer"]
+from tidegate.store.records import Batch, EventRow, JobState, PodState, Saved, StoredJob, StoreError
+
+__all__ = ["Batch", "EventRow", "JobState", "PodState", "Saved", "StoreError", "StoredJob"]

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import (
@@ -38,6 +37,8 @@ from sqlalchemy import (
 from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError, SQLAlchemyError
 from sqlalchemy.sql import ColumnElement
+
+from tidegate.store.records import Batch, EventRow, JobState, PodState, Saved, StoredJob, StoreError
 
 #: Bumped when the tables change; a store written by a newer tidegate is refused rather than misread.
 SCHEMA_VERSION = 1
@@ -75,66 +76,6 @@ events = Table(
     Column("message", Text, nullable=False),
 )
 queues = Table("queues", metadata, Column("name", String(256), primary_key=True), Column("manifest", JSON))
-
-
-class StoreError(RuntimeError):
-    """The store cannot be opened or used (bad URL, missing driver, unreachable, newer schema)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Batch:
-    """A submission as it came: its text (YAML or JSON documents) and the file name its errors named."""
-
-    id: str
-    file: str
-    text: str
-
-
-@dataclass(frozen=True, slots=True)
-class PodState:
-    """One pod as it is now: bound to `node` with `gpu_indices` while Running; Pending has no node."""
-
-    key: str
-    phase: str
-    node: str = ""
-    gpu_indices: tuple[int, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class JobState:
-    """A job's state: everything but its spec (its batch's text) and its events."""
-
-    key: str
-    batch: str
-    phase: str
-    reason: str
-    retries: int
-    submitted: float
-    queued_since: float
-    started: float | None
-    finished: float | None
-    pods: tuple[PodState, ...]
-
-
-#: An event as stored: its position in the job's list, time, message.
-EventRow = tuple[int, float, str]
-
-
-@dataclass(frozen=True, slots=True)
-class StoredJob:
-    state: JobState
-    events: tuple[tuple[float, str], ...]
-
-
-@dataclass(frozen=True, slots=True)
-class Saved:
-    """Everything a store holds, as a control plane restores it."""
-
-    batches: Mapping[str, Batch]
-    #: In submission order.
-    jobs: Sequence[StoredJob]
-    #: Patched queues' manifests by name.
-    queues: Mapping[str, dict[str, Any]]
 
 
 class Writer:
