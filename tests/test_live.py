@@ -32,6 +32,17 @@ kind: Queue
 metadata: {name: prod}
 spec: {weight: 1}
 """
+RECLAIMING = """
+---
+apiVersion: tidegate.io/v1alpha1
+kind: SchedulerConfiguration
+metadata: {name: reclaiming}
+actions: "enqueue, allocate, reclaim, backfill"
+tiers:
+- plugins: [{name: priority}, {name: gang}]
+- plugins: [{name: predicates}, {name: proportion}, {name: nodeorder}, {name: binpack}]
+"""
+RESTART_ON_EVICTION = "policies: [{event: PodEvicted, action: RestartJob}]"
 
 
 def vcjob(name: str, queue: str = "dev", replicas: int = 1, gpus: int = 1, policies: str = "", retry: int = 3) -> str:
@@ -193,19 +204,8 @@ def test_a_failed_pod_without_a_policy_fails_nothing_its_pods_are_recreated() ->
 def test_an_evicted_job_follows_its_policy() -> None:
     # dev borrows the whole cluster while prod is idle; prod's job arrives and reclaims half of it. The
     # evicted job's policy restarts it, and it waits for room again.
-    conf = """
----
-apiVersion: tidegate.io/v1alpha1
-kind: SchedulerConfiguration
-metadata: {name: reclaiming}
-actions: "enqueue, allocate, reclaim, backfill"
-tiers:
-- plugins: [{name: priority}, {name: gang}]
-- plugins: [{name: predicates}, {name: proportion}, {name: nodeorder}, {name: binpack}]
-"""
-    p, _ = plane(conf)
-    restart = "policies: [{event: PodEvicted, action: RestartJob}]"
-    p.submit(batch(*(vcjob(f"d{i}", gpus=4, policies=restart) for i in range(2))))
+    p, _ = plane(RECLAIMING)
+    p.submit(batch(*(vcjob(f"d{i}", gpus=4, policies=RESTART_ON_EVICTION) for i in range(2))))
     p.cycle()
     p.submit(vcjob("urgent", "prod", gpus=4))
     p.cycle()  # reclaim evicts one dev job for prod

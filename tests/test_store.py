@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 from sqlalchemy import event, func, select
-from test_live import CLUSTER, batch, vcjob
+from test_live import CLUSTER, RECLAIMING, RESTART_ON_EVICTION, batch, vcjob
 from test_server import SEED, _call, _free_port
 
 from tidegate.clock import SimClock
@@ -26,18 +26,6 @@ from tidegate.model.objects import PodPhase
 from tidegate.store import StoreError
 from tidegate.store.sql import Store, meta
 from tidegate.store.sql import jobs as jobs_table
-
-RECLAIMING = """
----
-apiVersion: tidegate.io/v1alpha1
-kind: SchedulerConfiguration
-metadata: {name: reclaiming}
-actions: "enqueue, allocate, reclaim, backfill"
-tiers:
-- plugins: [{name: priority}, {name: gang}]
-- plugins: [{name: predicates}, {name: proportion}, {name: nodeorder}, {name: binpack}]
-"""
-RESTART_ON_EVICTION = "policies: [{event: PodEvicted, action: RestartJob}]"
 
 
 @pytest.fixture
