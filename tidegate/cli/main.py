@@ -11,7 +11,7 @@ from rich.console import Console
 
 from tidegate.cli.experiment import app as experiment_app
 from tidegate.cli.manifest_snapshot import prepare
-from tidegate.cli.output import render
+from tidegate.cli.output import fail, render, warn
 from tidegate.cli.serve import serve
 from tidegate.cli.simulate import simulate
 from tidegate.model.manifests import load_manifests
@@ -48,10 +48,8 @@ def validate(
     ms = load_manifests(files, stdin=sys.stdin)
     prepared = prepare(ms)
     err = _stderr()
-    for warning in prepared.warnings:
-        err.print(f"[yellow]warning[/]: {warning}", highlight=False)
-    for error in prepared.errors:
-        err.print(f"[red]error[/]: {error}", highlight=False)
+    warn(err, prepared.warnings)
+    fail(err, prepared.errors)
     counts = (
         f"{len(ms.nodes)} nodes, {len(ms.queues)} queues, {len(ms.jobs)} jobs, "
         f"{len(ms.podgroups)} podgroups, {len(ms.pods)} pods, {len(ms.skipped)} skipped"
@@ -73,11 +71,9 @@ def schedule(
     ms = load_manifests(files, stdin=sys.stdin)
     prepared = prepare(ms)
     err = _stderr()
-    for warning in prepared.warnings:
-        err.print(f"[yellow]warning[/]: {warning}", highlight=False)
+    warn(err, prepared.warnings)
     if prepared.errors:
-        for error in prepared.errors:
-            err.print(f"[red]error[/]: {error}", highlight=False)
+        fail(err, prepared.errors)
         raise typer.Exit(1)
     decisions = run_schedule(prepared.snapshot, prepared.config)
     render(decisions, output.value, _stdout())

@@ -1,8 +1,9 @@
-"""Rendering scheduling results as a rich table, JSON or YAML."""
+"""Rendering scheduling results as a rich table, JSON or YAML, and problems on standard error."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from typing import Any
 
 import yaml
@@ -68,3 +69,15 @@ def render(decisions: Decisions, fmt: str, console: Console) -> None:
     for job in decisions.pending:
         pending.add_row(job.job, job.queue, job.reason)
     console.print(pending)
+
+
+def warn(err: Console, warnings: Iterable[object]) -> None:
+    """Each warning on its own line (a ManifestError names file, document, object and field)."""
+    for warning in warnings:
+        err.print(f"[yellow]warning[/]: {warning}", highlight=False)
+
+
+def fail(err: Console, errors: Iterable[object]) -> None:
+    """Each error on its own line; the caller then exits 1."""
+    for error in errors:
+        err.print(f"[red]error[/]: {error}", highlight=False)

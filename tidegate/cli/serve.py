@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from tidegate.cli.output import fail, warn
 from tidegate.clock import WallClock
 from tidegate.live.control_plane import DEFAULT_PERIOD_SECONDS, ControlPlane
 from tidegate.model.errors import ManifestErrors
@@ -47,23 +48,20 @@ def serve(
 
     console, err = Console(), Console(stderr=True)
     ms = load_manifests(paths)
-    for warning in ms.warnings:
-        err.print(f"[yellow]warning[/]: {warning}", highlight=False)
-    for skipped in ms.skipped:  # e.g. a simulation's NodePools and HPA: not run live
-        err.print(f"[yellow]warning[/]: skipped {skipped.kind}/{skipped.name} ({skipped.source}): not served live")
+    warn(err, ms.warnings)
+    # e.g. a simulation's NodePools and HPA: not run live
+    warn(err, (f"skipped {s.kind}/{s.name} ({s.source}): not served live" for s in ms.skipped))
     clock = WallClock(start=time.time())
     try:
         opened = None if store == MEMORY else Store(store_url(store))
         plane = ControlPlane.from_manifests(ms, clock, opened)
     except StoreError as exc:
-        err.print(f"[red]error[/]: {exc}", highlight=False)
+        fail(err, [exc])
         raise typer.Exit(1) from exc
     except ManifestErrors as exc:
-        for error in exc.errors:
-            err.print(f"[red]error[/]: {error}", highlight=False)
+        fail(err, exc.errors)
         raise typer.Exit(1) from exc
-    for dropped in plane.warnings:
-        err.print(f"[yellow]warning[/]: {dropped}", highlight=False)
+    warn(err, plane.warnings)
     plane.start(clock, period)
     threading.Thread(target=clock.run, name="tidegate-cycles", daemon=True).start()
     console.print(

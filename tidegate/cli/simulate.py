@@ -9,6 +9,7 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
+from tidegate.cli.output import fail, warn
 from tidegate.model.errors import ManifestErrors
 from tidegate.sim.loader import load_simulation
 from tidegate.sim.report import summary_table, write_html, write_summary
@@ -28,11 +29,9 @@ def simulate(
     try:
         inp = load_simulation(paths)
     except ManifestErrors as exc:
-        for error in exc.errors:
-            err.print(f"[red]error[/]: {error}", highlight=False)
+        fail(err, exc.errors)
         raise typer.Exit(1) from exc
-    for warning in inp.warnings:
-        err.print(f"[yellow]warning[/]: {warning}", highlight=False)
+    warn(err, inp.warnings)
     out.mkdir(parents=True, exist_ok=True)
     with Progress(
         TextColumn("{task.description}"),
@@ -52,7 +51,7 @@ def simulate(
         try:
             results = run_simulation(inp, name, on_progress=advance, workers=workers or None)
         except ValueError as exc:
-            err.print(f"[red]error[/]: {exc}", highlight=False)
+            fail(err, [exc])
             raise typer.Exit(1) from exc
         for task in tasks.values():
             progress.update(task, completed=progress.tasks[task].total)
