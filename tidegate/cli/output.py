@@ -10,6 +10,7 @@ import yaml
 from rich.console import Console
 from rich.table import Table
 
+from tidegate.model.manifests import gpu_index
 from tidegate.scheduler.snapshot import Decisions
 
 
@@ -19,14 +20,10 @@ def decisions_document(decisions: Decisions) -> dict[str, Any]:
     `gpu_index` is written like Volcano's volcano.sh/gpu-index annotation: "0", "0,1,2,3", or null.
     """
     return {
-        "bindings": [
-            {"pod": b.pod, "node": b.node, "gpu_index": ",".join(map(str, b.gpu_indices)) or None}
-            for b in decisions.binds
-        ],
+        "bindings": [{"pod": b.pod, "node": b.node, "gpu_index": gpu_index(b.gpu_indices)} for b in decisions.binds],
         "evictions": [{"pod": e.pod, "node": e.node, "reason": e.reason} for e in decisions.evictions],
         "pipelined": [
-            {"pod": p.pod, "node": p.node, "gpu_index": ",".join(map(str, p.gpu_indices)) or None}
-            for p in decisions.pipelined
+            {"pod": p.pod, "node": p.node, "gpu_index": gpu_index(p.gpu_indices)} for p in decisions.pipelined
         ],
         "pending": [{"job": p.job, "queue": p.queue, "reason": p.reason} for p in decisions.pending],
         "podgroups": [
@@ -47,7 +44,7 @@ def render(decisions: Decisions, fmt: str, console: Console) -> None:
     for column in ("pod", "node", "GPU cards"):
         binds.add_column(column)
     for b in decisions.binds:
-        binds.add_row(b.pod, b.node, ",".join(map(str, b.gpu_indices)))
+        binds.add_row(b.pod, b.node, gpu_index(b.gpu_indices) or "")
     console.print(binds)
     if decisions.evictions:
         evicted = Table(title=f"Evictions ({len(decisions.evictions)})")
@@ -61,7 +58,7 @@ def render(decisions: Decisions, fmt: str, console: Console) -> None:
         for column in ("pod", "node", "GPU cards held"):
             waiting.add_column(column)
         for p in decisions.pipelined:
-            waiting.add_row(p.pod, p.node, ",".join(map(str, p.gpu_indices)))
+            waiting.add_row(p.pod, p.node, gpu_index(p.gpu_indices) or "")
         console.print(waiting)
     pending = Table(title=f"Pending jobs ({len(decisions.pending)})")
     for column in ("job", "queue", "reason"):

@@ -37,7 +37,7 @@ from tidegate.clock import Clock, EventLoop, Timer
 from tidegate.lifecycle.policies import JobPolicy, Resolution, job_policy, verdict
 from tidegate.model.errors import ManifestError, ManifestErrors, Source
 from tidegate.model.expand import BARE_POD_GROUP_PREFIX, workload_from
-from tidegate.model.manifests import ManifestSet, load_text
+from tidegate.model.manifests import ManifestSet, gpu_index, load_text
 from tidegate.model.objects import (
     Job,
     JobEvent,
@@ -328,22 +328,25 @@ class ControlPlane:
     # -- views (plain values for the API) -----------------------------------------------------------
     def queue_view(self, name: str) -> dict[str, Any]:
         with self._lock:
-            queue = self.queues.get(name)
-            if queue is None:
+            if name not in self.queues:
                 raise NotFound(f"queue {name} does not exist")
             (row,) = [m for m in self.metrics() if m.queue == name]
-            jobs = [job for job in self.jobs.values() if job.group.queue == name]
-            return {
-                "name": name,
-                "spec": (queue.raw or _queue_manifest(queue)).get("spec", {}),
-                "jobs": {phase.value: sum(1 for job in jobs if job.phase is phase) for phase in JobPhase},
-                "allocated": row.allocated.to_dict(),
-                "pending_jobs_duration_seconds": row.pending_seconds,
-            }
+            return self._queue_view(row)
 
     def queues_view(self) -> list[dict[str, Any]]:
         with self._lock:
-            return [self.queue_view(name) for name in self.queues]
+            return [self._queue_view(row) for row in self.metrics()]
+
+    def _queue_view(self, row: QueueMetrics) -> dict[str, Any]:
+        queue = self.queues[row.queue]
+        jobs = [job for job in self.jobs.values() if job.group.queue == row.queue]
+        return {
+            "name": row.queue,
+            "spec": (queue.raw or _queue_manifest(queue)).get("spec", {}),
+            "jobs": {phase.value: sum(1 for job in jobs if job.phase is phase) for phase in JobPhase},
+            "allocated": row.allocated.to_dict(),
+            "pending_jobs_duration_seconds": row.pending_seconds,
+        }
 
     def job_view(self, key: str) -> dict[str, Any]:
         with self._lock:
@@ -358,7 +361,12 @@ class ControlPlane:
                 "finished": job.finished,
                 "retries": job.retries,
                 "pods": [
-                    {"name": pod.key, "phase": pod.phase.value, "node": pod.node_name, "gpu_index": _cards(pod)}
+                    {
+                        "name": pod.key,
+                        "phase": pod.phase.value,
+                        "node": pod.node_name,
+                        "gpu_index": gpu_index(pod.gpu_indices),
+                    }
                     for pod in job.pods
                 ],
                 "events": [{"time": when, "message": text} for when, text in job.events],
@@ -401,7 +409,7 @@ class ControlPlane:
                     "name": pod.key,
                     "job": self._pod_job[pod.key],
                     "requests": pod.requests.to_dict(),
-                    "gpu_index": _cards(pod),
+                    "gpu_index": gpu_index(pod.gpu_indices),
                 }
                 for pod in self._node_pods[name].values()
             ]
@@ -535,11 +543,16 @@ class ControlPlane:
 
     def _forget(self, job: LiveJob) -> None:
         """The job leaves the scheduler, its nodes and the API (the store hears of it if it is marked)."""
+        self._release(job)
+        for pod in job.pods:
+            self._pod_job.pop(pod.key, None)
+        del self.jobs[job.key]
+
+    def _release(self, job: LiveJob) -> None:
+        """The job leaves the scheduler and its pods their nodes' agents (it stays known to the API)."""
         self.core.remove_group(job.key)
         for pod in job.pods:
             self._unbind(pod)
-            self._pod_job.pop(pod.key, None)
-        del self.jobs[job.key]
 
     def _set_queue(self, name: str, doc: Any, file: str) -> Queue:
         """Replace a queue by a manifest, validated as a loaded one against the other queues (a queue cannot
@@ -655,9 +668,7 @@ class ControlPlane:
             self._restart(job, why, now)
 
     def _restart(self, job: LiveJob, why: str, now: float) -> None:
-        self.core.remove_group(job.key)
-        for pod in job.pods:
-            self._unbind(pod)
+        self._release(job)
         self._reset(job, why, now)
         self.core.add_group(job.group, list(job.template))
 
@@ -670,9 +681,8 @@ class ControlPlane:
 
     def _end(self, job: LiveJob, phase: JobPhase, why: str, now: float) -> None:
         """The job is over: pods still pending or running are stopped (shown Failed), its share freed."""
-        self.core.remove_group(job.key)
+        self._release(job)
         for i, pod in enumerate(job.pods):
-            self._unbind(pod)
             if pod.phase is not PodPhase.SUCCEEDED:
                 job.pods[i] = replace(pod, phase=PodPhase.FAILED)
         job.phase, job.reason, job.finished = phase, why, now
@@ -791,7 +801,3 @@ def _policies(job: Job | None) -> dict[str, JobPolicy]:
     for task in job.tasks:
         out[task.name] = replace(base, task_policies=task.policies)
     return out
-
-
-def _cards(pod: Pod) -> str | None:
-    return ",".join(map(str, pod.gpu_indices)) or None

@@ -722,6 +722,12 @@ def _annotation_field(spec_prefix: str, annotation: str) -> str:
     return _join(spec_prefix.removesuffix("spec").removesuffix("."), f"metadata.annotations.{annotation}")
 
 
+def gpu_index(cards: Sequence[int]) -> str | None:
+    """Card indices as Volcano's volcano.sh/gpu-index annotation writes them ("0", "0,1"), None for none:
+    what `_as_gpu_indices` reads back."""
+    return ",".join(map(str, cards)) or None
+
+
 def _as_gpu_indices(value: Any, field_: str) -> tuple[int, ...]:
     text = _as_str(value, field_)
     try:
