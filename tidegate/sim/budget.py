@@ -13,9 +13,9 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
+from tidegate.fleet.pool import Pool
 from tidegate.model.objects import Queue, QueueState
 from tidegate.model.resources import Resources
-from tidegate.sim.fleet import Pool
 from tidegate.sim.meter import Meter
 from tidegate.sim.spec import BudgetSpec, BudgetThreshold
 

@@ -22,24 +22,19 @@ from functools import partial
 import numpy as np
 
 from tidegate.autoscale.hpa import (
-    HPAController,
-    HPAControllerConfig,
     HPASpec,
-    QueueSelection,
-    check_hpa,
-    queue_metric_selection,
-    selected_values,
 )
 from tidegate.clock import EventLoop, SimClock, Timer
+from tidegate.fleet.pool import Pool
+from tidegate.fleet.scaling import HPA_SYNC_SECONDS, CloudFleet
 from tidegate.lifecycle.policies import JobPolicy, Resolution, verdict
-from tidegate.model.objects import JobEvent, Queue
+from tidegate.model.objects import JobEvent, Node, Queue
 from tidegate.model.quantity import parse_quantity
 from tidegate.model.resources import Resources
 from tidegate.scheduler.snapshot import Decisions
 from tidegate.sim.budget import Budget
 from tidegate.sim.core import Core
 from tidegate.sim.datasets import LruCache
-from tidegate.sim.fleet import Pool
 from tidegate.sim.gravity import DataGravity, Where, link_capacity, per_pod_cap
 from tidegate.sim.link import Link
 from tidegate.sim.meter import Level, Meter
@@ -48,7 +43,6 @@ from tidegate.sim.spec import ScenarioSpec, SimulationSpec
 from tidegate.sim.spot import Interruptions, grace_warning, prestop
 from tidegate.sim.workload import SimJob, to_group
 
-HPA_SYNC_SECONDS = 15.0
 #: Events at the same instant run in this order: completions free capacity before a cycle uses it.
 PRIORITY_RELEASE, PRIORITY_ARRIVAL, PRIORITY_CYCLE, PRIORITY_AUTOSCALE = 0, 1, 2, 3
 
@@ -66,18 +60,6 @@ class Running:
     timer: Timer | None = None
     #: When the job's work began (its data had arrived); None while it waits for data.
     work_started: float | None = None
-
-
-@dataclass(slots=True)
-class Autoscaler:
-    """One HPA sizing one cloud pool; one replica is one node of the pool."""
-
-    spec: HPASpec
-    pool: Pool
-    controller: HPAController
-    warnings: list[str] = field(default_factory=list)
-    #: The queues each of its metrics samples (the queues keep their names: worked out once, not every sync).
-    selection: QueueSelection = ()
 
 
 @dataclass(slots=True)
@@ -199,40 +181,23 @@ class Simulation:
         self.terminating: set[str] = set()  # group keys whose pods run their preStop hook
         self.warnings = [w for name, i in sorted(self.spot.items()) if (w := self._grace_warning(name, i))]
         self.budget: Budget | None = None
-        self.hpa_specs: dict[str, HPASpec] = {}  # each HPA as declared, for a budget to restore
         self._cycle_at: float | None = None
         self._last_cycle = -math.inf
         #: When an idle cycle a departure asked for would run (it is left out of the clock: see _want_cycle).
         self._idle_cycle_at: float | None = None
         self._placements = hashlib.blake2b(digest_size=8)  # every start and eviction: see Outcome
-        self.autoscalers: list[Autoscaler] = []
         self.links: dict[str, Link] = {}
         self.data = self._data_gravity(pools, data) if data is not None and scenario.data_gravity.enabled else None
         self.outages = LinkOutages(self, scenario.link_outages) if scenario.link_outages else None
         burst = scenario.burst.enabled
-        for spec in hpas:
-            pool = next(
-                (p for p in pools if p.spec.scale_target_ref and p.spec.scale_target_ref.name == spec.target_name), None
-            )
-            if pool is None or not burst:
-                continue
-            config = HPAControllerConfig(allow_scale_from_zero=True)
-            selection = queue_metric_selection(spec, self.queues)
-            scaler = Autoscaler(spec, pool, HPAController(spec, config), check_hpa(spec, config), selection)
-            self.autoscalers.append(scaler)
+        self.fleet = CloudFleet(pools, hpas if burst else (), self.queues, core, self, self.clock)
         if scenario.budget is not None and burst:
             cloud = [p for p in pools if p.is_cloud]
             queue = self.queues[scenario.budget.queue]
             self.budget = Budget(
                 scenario.budget, queue, cloud, self.meter, self._set_queue, self._record, self._cap_autoscalers
             )
-            self.hpa_specs = {scaler.spec.name: scaler.spec for scaler in self.autoscalers}
-        for pool in pools:
-            if pool.is_cloud and not burst:
-                continue
-            for _ in range(pool.spec.count):
-                self._node_ready(pool)
-            self.meter[f"nodes/{pool.name}"].set(len(pool.nodes), 0.0)
+        self.fleet.start(p for p in pools if burst or not p.is_cloud)
         # Without burst, spot interruptions or link outages, only arrivals give the scheduler work between
         # cycles (and each asks for a cycle): a departure's cycle that would find nothing to do is left out.
         self._leave_out_idle = not burst and not self.spot and self.outages is None
@@ -243,7 +208,7 @@ class Simulation:
         clock = self.clock
         jobs = self.jobs
         clock.call_each([job.submitted for job in jobs], lambda i: self._arrive(jobs[i]), PRIORITY_ARRIVAL)
-        if self.autoscalers:
+        if self.fleet.autoscalers:
             clock.call_at(0.0, self._autoscale, PRIORITY_AUTOSCALE)
         if self.budget is not None:
             clock.call_at(0.0, self._budget_period, PRIORITY_AUTOSCALE)
@@ -450,8 +415,8 @@ class Simulation:
                 and node in pool.nodes
                 and node not in self.noticed
             ):
-                self._remove_node(pool, node)
-                self.meter[f"nodes/{pool.name}"].set(len(pool.nodes), now)
+                self.fleet.remove_node(pool, node)
+                self.sized(pool)
         self.core.remove_group(run.group_key)
         for key in self.group_pods.pop(run.group_key, ()):
             self.pod_group.pop(key, None)
@@ -592,8 +557,8 @@ class Simulation:
         """The notice ran out: the provider takes the instance back (billing stops)."""
         self.noticed.discard(node)
         if node in pool.nodes:
-            self._remove_node(pool, node)
-            self.meter[f"nodes/{pool.name}"].set(len(pool.nodes), self.clock.now())
+            self.fleet.remove_node(pool, node)
+            self.sized(pool)
 
     # -- budget ---------------------------------------------------------------------------------------
     def _budget_period(self) -> None:
@@ -621,16 +586,7 @@ class Simulation:
 
     def _cap_autoscalers(self, max_replicas: int | None) -> str:
         """An edited HPA (`spec.maxReplicas`; None restores each HPA's own): it applies from its next sync."""
-        changes = []
-        for scaler in self.autoscalers:
-            original = self.hpa_specs[scaler.spec.name]
-            limit = original.max_replicas if max_replicas is None else min(max_replicas, original.max_replicas)
-            limit = max(limit, original.min_replicas)
-            changes.append(f"HPA {original.name} maxReplicas {scaler.spec.max_replicas} -> {limit}")
-            scaler.spec = dataclasses.replace(original, max_replicas=limit)
-            scaler.controller.spec = scaler.spec
-            scaler.selection = queue_metric_selection(scaler.spec, self.queues)
-        return "; ".join(changes) or "no HPA to cap"
+        return self.fleet.cap(max_replicas, self.queues)
 
     def _record(self, when: float, text: str) -> None:
         self.events.append((when, text))
@@ -699,67 +655,12 @@ class Simulation:
         return list(order.items())
 
     def _autoscale(self) -> None:
-        now = self.clock.now()
-        per_queue = self.pending_seconds()
-        for scaler in self.autoscalers:
-            pool = scaler.pool
-            values = selected_values(scaler.selection, per_queue)
-            if pool.size == 0 and not pool.nodes and not any(v for samples in values.values() for v in samples):
-                continue  # nothing pending and nothing to scale in: the HPA would recommend 0 and change nothing
-            result = scaler.controller.step(
-                now, pool.size, values, status_replicas=pool.size, ready_replicas=len(pool.nodes)
-            )
-            if result.desired_replicas > pool.size and self.outages is not None and self.outages.is_cut(pool):
-                continue  # no new cloud capacity while the link is cut
-            if result.desired_replicas != pool.size:
-                self.events.append(
-                    (now, f"{pool.name}: {pool.size} -> {result.desired_replicas} nodes ({result.reason})")
-                )
-                self._resize(pool, result.desired_replicas)
-        if self.pending or self.running or self.finished < len(self.jobs) or any(s.pool.size for s in self.autoscalers):
+        self.fleet.sync(self.pending_seconds())
+        if self.pending or self.running or self.finished < len(self.jobs) or self.fleet.scaled:
             self.clock.call_later(HPA_SYNC_SECONDS, self._autoscale, PRIORITY_AUTOSCALE)
 
-    def _resize(self, pool: Pool, desired: int) -> None:
-        """Scale a pool to `desired` nodes. Scale-in is drain-aware: nodes still provisioning go
-        first, then idle nodes; a busy node is cordoned and leaves when its last job ends (as
-        VK pods with a low pod-deletion-cost and a draining preStop hook would), so scale-in
-        never kills running work."""
-        now = self.clock.now()
-        while pool.size < desired and (kept := [n for n in pool.draining if n not in self.noticed]):
-            node = kept[-1]  # a node under a spot notice is leaving whatever the autoscaler wants
-            pool.draining.remove(node)
-            self.core.set_schedulable(node, True)
-        while pool.size < desired:
-            pool.provisioning += 1
-            self.meter[f"billed_nodes/{pool.name}"].add(1, now)
-            self.clock.call_later(pool.spec.provisioning_delay_seconds, partial(self._provisioned, pool))
-        if pool.size > desired:
-            surplus = pool.size - desired
-            cancel = min(surplus, pool.provisioning)
-            pool.provisioning -= cancel
-            self.meter[f"billed_nodes/{pool.name}"].add(-cancel, now)
-            surplus -= cancel
-            active = [n for n in reversed(pool.nodes) if n not in pool.draining]
-            active.sort(key=lambda n: len(self.node_pods.get(n, ())))
-            for node in active[:surplus]:
-                if self.node_pods.get(node):
-                    pool.draining.append(node)
-                    self.core.set_schedulable(node, False)
-                else:
-                    self._remove_node(pool, node)
-        self.meter[f"nodes/{pool.name}"].set(len(pool.nodes), now)
-
-    def _provisioned(self, pool: Pool) -> None:
-        if pool.provisioning <= 0:
-            return  # cancelled by a scale-down while provisioning
-        pool.provisioning -= 1
-        self._node_ready(pool)
-        self.meter[f"nodes/{pool.name}"].set(len(pool.nodes), self.clock.now())
-        self._want_cycle()
-
-    def _node_ready(self, pool: Pool) -> None:
-        node = pool.new_node()
-        pool.nodes.append(node.name)
+    # -- the fleet's host (see tidegate/fleet/scaling.py) ---------------------------------------------
+    def node_ready(self, pool: Pool, node: Node) -> None:
         self.node_pool[node.name] = pool
         self._node_gpus[node.name] = self.meter[f"pool_gpus/{pool.name}"]
         self.core.add_nodes([node])
@@ -767,10 +668,8 @@ class Simulation:
             self._schedule_notice(pool, node.name)
         if self.outages is not None and self.outages.is_cut(pool):
             self.core.set_schedulable(node.name, False)
-        if pool.is_cloud and pool.spec.count and self.clock.now() == 0.0:
-            self.meter[f"billed_nodes/{pool.name}"].add(1, 0.0)
 
-    def _remove_node(self, pool: Pool, node: str) -> None:
+    def evict_node(self, pool: Pool, node: str) -> None:
         for group_key in sorted(self.node_pods.pop(node, set())):
             run = self.running.get(group_key)
             if run is not None:
@@ -778,11 +677,27 @@ class Simulation:
                 self._evicted(run, f"node {node} removed")
         if self.data is not None:
             self.data.node_removed(node)
-        pool.nodes.remove(node)
-        if node in pool.draining:
-            pool.draining.remove(node)
-        self.core.remove_nodes([node])
-        self.meter[f"billed_nodes/{pool.name}"].add(-1, self.clock.now())
+
+    def busy(self, node: str) -> int:
+        return len(self.node_pods.get(node, ()))
+
+    def leaving(self, node: str) -> bool:
+        return node in self.noticed
+
+    def may_grow(self, pool: Pool) -> bool:
+        return self.outages is None or not self.outages.is_cut(pool)  # no new cloud capacity while cut off
+
+    def billed(self, pool: Pool, change: int) -> None:
+        self.meter[f"billed_nodes/{pool.name}"].add(change, self.clock.now())
+
+    def sized(self, pool: Pool) -> None:
+        self.meter[f"nodes/{pool.name}"].set(len(pool.nodes), self.clock.now())
+
+    def record(self, text: str) -> None:
+        self.events.append((self.clock.now(), text))
+
+    def want_cycle(self) -> None:
+        self._want_cycle()
 
     # -- data gravity ---------------------------------------------------------------------------------
     def _data_gravity(self, pools: list[Pool], data: DataInputs) -> DataGravity | None:

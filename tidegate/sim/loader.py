@@ -9,6 +9,7 @@ from typing import Any
 
 from tidegate.autoscale.hpa import HPASpec
 from tidegate.autoscale.hpa_manifest import parse_hpa
+from tidegate.fleet.spec import ClusterSpec, NodePoolSpec
 from tidegate.lifecycle.policies import JobPolicy, job_policy
 from tidegate.model.errors import ManifestError, ManifestErrors, Source
 from tidegate.model.manifests import load_manifests
@@ -18,9 +19,7 @@ from tidegate.model.validation import validate
 from tidegate.sim.spec import (
     API_VERSION,
     SIM_KINDS,
-    ClusterSpec,
     DatasetSpec,
-    NodePoolSpec,
     ScenarioSpec,
     SimulationSpec,
     WorkloadSpec,

@@ -20,7 +20,7 @@ from __future__ import annotations
 from functools import partial
 from typing import TYPE_CHECKING
 
-from tidegate.sim.fleet import Pool
+from tidegate.fleet.pool import Pool
 from tidegate.sim.spec import LinkOutageSpec
 
 if TYPE_CHECKING:

@@ -15,6 +15,8 @@ from typing import Any
 import numpy as np
 
 from tidegate.clock import EventLoop
+from tidegate.fleet.pool import Pool
+from tidegate.fleet.spec import NodePoolSpec
 from tidegate.lifecycle.policies import JobPolicy
 from tidegate.model.objects import Queue
 from tidegate.model.quantity import parse_quantity
@@ -23,10 +25,9 @@ from tidegate.scheduler.online import OnlineScheduler
 from tidegate.scheduler.scheduler import cyclic_gc_paused
 from tidegate.sim.core import Core
 from tidegate.sim.engine import DataInputs, Outcome, Simulation, static_quotas
-from tidegate.sim.fleet import Pool
 from tidegate.sim.link import GBPS
 from tidegate.sim.loader import SimulationInput
-from tidegate.sim.spec import NodePoolSpec, ScenarioSpec, SimulationSpec
+from tidegate.sim.spec import ScenarioSpec, SimulationSpec
 from tidegate.sim.spot import Interruptions
 from tidegate.sim.workload import SimJob, sim_jobs, trace_jobs
 

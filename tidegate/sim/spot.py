@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tidegate.sim.spec import ClusterSpec, NodePoolSpec
+from tidegate.fleet.spec import ClusterSpec, NodePoolSpec
 
 NOTICE_SECONDS = {"aws": 120.0, "gcp": 30.0, "azure": 30.0, "aliyun": 300.0}
 HOURS_PER_MONTH = 730.0

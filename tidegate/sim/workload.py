@@ -16,6 +16,7 @@ from operator import attrgetter
 
 import numpy as np
 
+from tidegate.fleet.pool import CLOUD_TOLERATION, IDC
 from tidegate.model.objects import (
     NODE_TYPE_LABEL,
     NodeAffinity,
@@ -27,7 +28,6 @@ from tidegate.model.objects import (
 )
 from tidegate.model.resources import CPU, GPU_MILLI, MEMORY, NVIDIA_GPU, Resources
 from tidegate.sim.datasets import DATASET_ANNOTATION, assign_datasets
-from tidegate.sim.fleet import CLOUD_TOLERATION, IDC
 from tidegate.sim.spec import WorkloadSpec
 from tidegate.traces.helios import read_helios_jobs
 from tidegate.traces.openb import read_openb_jobs

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from tidegate.fleet.spec import ClusterSpec, NodePoolSpec
 from tidegate.model.objects import (
     GPU_PRODUCT_LABEL,
     LATENCY_ANNOTATION,
@@ -20,7 +21,6 @@ from tidegate.model.objects import (
     Toleration,
 )
 from tidegate.model.resources import CPU, GPU_MEMORY, GPU_NUMBER, MEMORY, NVIDIA_GPU, PODS, Resources
-from tidegate.sim.spec import ClusterSpec, NodePoolSpec
 
 IDC = "idc"
 POOL_LABEL = "tidegate.io/pool"

@@ -1,0 +1,213 @@
+"""Cloud node pools sized by their HorizontalPodAutoscalers, on any clock.
+
+The simulator and the live control plane run this same controller: every HPA sync the loop hands it the
+queues' pending seconds, each pool's HPA recommends a size (one replica is one virtual node), new nodes
+join after the pool's provisioning delay, and scale-in is drain-aware (nodes still provisioning go first,
+then idle nodes; a busy node is cordoned and leaves when its last job ends). What a node joining or
+leaving means for jobs, billing and logs is the host's (`FleetHost`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Protocol
+
+from tidegate.autoscale.hpa import (
+    HPAController,
+    HPAControllerConfig,
+    HPASpec,
+    QueueSelection,
+    check_hpa,
+    queue_metric_selection,
+    selected_values,
+)
+from tidegate.clock import EventLoop
+from tidegate.fleet.pool import Pool
+from tidegate.model.objects import Node, Queue
+
+#: How often an HPA syncs (the kube-controller-manager's --horizontal-pod-autoscaler-sync-period).
+HPA_SYNC_SECONDS = 15.0
+
+
+class Nodes(Protocol):
+    """The scheduler's side of a node joining, leaving or being cordoned (`OnlineScheduler`, a `Core`)."""
+
+    def add_nodes(self, nodes: Sequence[Node]) -> None: ...
+
+    def remove_nodes(self, names: Iterable[str]) -> None: ...
+
+    def set_schedulable(self, name: str, schedulable: bool) -> None: ...
+
+
+class FleetHost(Protocol):
+    """What the loop running the fleet does for it: the simulator meters and logs, the live control plane
+    shows nodes to their agents."""
+
+    def node_ready(self, pool: Pool, node: Node) -> None:
+        """The node joined the pool (it is in `pool.nodes`); the fleet gives it to the scheduler next."""
+
+    def evict_node(self, pool: Pool, node: str) -> None:
+        """The node is leaving now: evict what runs there (its jobs follow their lifecycle policies)."""
+
+    def busy(self, node: str) -> int:
+        """How many jobs have pods on the node."""
+
+    def leaving(self, node: str) -> bool:
+        """The node goes whatever the autoscaler wants (a spot interruption notice)."""
+
+    def may_grow(self, pool: Pool) -> bool:
+        """New nodes may be asked for (not while the pool's cluster is cut off)."""
+
+    def billed(self, pool: Pool, change: int) -> None:
+        """Billing starts (change > 0) or stops (change < 0) for that many of the pool's nodes, now."""
+
+    def sized(self, pool: Pool) -> None:
+        """The pool's node count changed."""
+
+    def record(self, text: str) -> None:
+        """A scaling event for the event log."""
+
+    def want_cycle(self) -> None:
+        """New capacity: the scheduler should look again."""
+
+
+@dataclass(slots=True)
+class Autoscaler:
+    """One HPA sizing one cloud pool; one replica is one node of the pool."""
+
+    spec: HPASpec
+    pool: Pool
+    controller: HPAController
+    warnings: list[str] = field(default_factory=list)
+    #: The queues each of its metrics samples (the queues keep their names: worked out once, not every sync).
+    selection: QueueSelection = ()
+
+
+class CloudFleet:
+    """The pools of a run, the HPAs sizing the cloud ones, and the nodes joining and leaving."""
+
+    def __init__(
+        self,
+        pools: Sequence[Pool],
+        hpas: Sequence[HPASpec],
+        queues: Mapping[str, Queue],
+        nodes: Nodes,
+        host: FleetHost,
+        clock: EventLoop,
+    ) -> None:
+        """Each HPA drives the pool whose `scaleTargetRef` names its target; an HPA with no such pool is
+        left out (loaders report it)."""
+        self.pools = {p.name: p for p in pools}
+        self.nodes = nodes
+        self.host = host
+        self.clock = clock
+        self.autoscalers: list[Autoscaler] = []
+        config = HPAControllerConfig(allow_scale_from_zero=True)
+        for spec in hpas:
+            pool = next((p for p in pools if p.target_name and p.target_name == spec.target_name), None)
+            if pool is not None:
+                selection = queue_metric_selection(spec, queues)
+                controller = HPAController(spec, config)
+                self.autoscalers.append(Autoscaler(spec, pool, controller, check_hpa(spec, config), selection))
+        #: Each HPA as declared, for a cap to be lifted (`cap`).
+        self.declared = {scaler.spec.name: scaler.spec for scaler in self.autoscalers}
+
+    def start(self, pools: Iterable[Pool]) -> None:
+        """The pools' initial nodes (`spec.count`), ready at once."""
+        for pool in pools:
+            for _ in range(pool.spec.count):
+                self.node_ready(pool)
+            self.host.sized(pool)
+
+    def sync(self, pending_seconds: Mapping[str, float]) -> None:
+        """One HPA sync: each pool's HPA reads the queues' pending seconds and the pool is resized to its
+        recommendation (no growth while the host says no)."""
+        now = self.clock.now()
+        for scaler in self.autoscalers:
+            pool = scaler.pool
+            values = selected_values(scaler.selection, pending_seconds)
+            if pool.size == 0 and not pool.nodes and not any(v for samples in values.values() for v in samples):
+                continue  # nothing pending and nothing to scale in: the HPA would recommend 0 and change nothing
+            result = scaler.controller.step(
+                now, pool.size, values, status_replicas=pool.size, ready_replicas=len(pool.nodes)
+            )
+            if result.desired_replicas > pool.size and not self.host.may_grow(pool):
+                continue
+            if result.desired_replicas != pool.size:
+                self.host.record(f"{pool.name}: {pool.size} -> {result.desired_replicas} nodes ({result.reason})")
+                self.resize(pool, result.desired_replicas)
+
+    @property
+    def scaled(self) -> bool:
+        """Some HPA-driven pool has nodes or nodes on the way."""
+        return any(s.pool.size for s in self.autoscalers)
+
+    def resize(self, pool: Pool, desired: int) -> None:
+        """Scale a pool to `desired` nodes. Scale-in is drain-aware: nodes still provisioning go first,
+        then idle nodes; a busy node is cordoned and leaves when its last job ends (as VK pods with a low
+        pod-deletion-cost and a draining preStop hook would), so scale-in never kills running work."""
+        host = self.host
+        while pool.size < desired and (kept := [n for n in pool.draining if not host.leaving(n)]):
+            node = kept[-1]  # a node under a spot notice is leaving whatever the autoscaler wants
+            pool.draining.remove(node)
+            self.nodes.set_schedulable(node, True)
+        while pool.size < desired:
+            pool.provisioning += 1
+            host.billed(pool, 1)
+            self.clock.call_later(pool.spec.provisioning_delay_seconds, partial(self._provisioned, pool))
+        if pool.size > desired:
+            surplus = pool.size - desired
+            cancel = min(surplus, pool.provisioning)
+            pool.provisioning -= cancel
+            host.billed(pool, -cancel)
+            surplus -= cancel
+            active = [n for n in reversed(pool.nodes) if n not in pool.draining]
+            active.sort(key=host.busy)
+            for node in active[:surplus]:
+                if host.busy(node):
+                    pool.draining.append(node)
+                    self.nodes.set_schedulable(node, False)
+                else:
+                    self.remove_node(pool, node)
+        host.sized(pool)
+
+    def _provisioned(self, pool: Pool) -> None:
+        if pool.provisioning <= 0:
+            return  # cancelled by a scale-down while provisioning
+        pool.provisioning -= 1
+        self.node_ready(pool)
+        self.host.sized(pool)
+        self.host.want_cycle()
+
+    def node_ready(self, pool: Pool) -> None:
+        """A new node of the pool joins now."""
+        node = pool.new_node()
+        pool.nodes.append(node.name)
+        self.host.node_ready(pool, node)
+        if pool.is_cloud and pool.spec.count and self.clock.now() == 0.0:
+            self.host.billed(pool, 1)
+
+    def remove_node(self, pool: Pool, node: str) -> None:
+        """The node leaves now: what runs there is evicted, its billing stops."""
+        self.host.evict_node(pool, node)
+        pool.nodes.remove(node)
+        if node in pool.draining:
+            pool.draining.remove(node)
+        self.nodes.remove_nodes([node])
+        self.host.billed(pool, -1)
+
+    def cap(self, max_replicas: int | None, queues: Mapping[str, Queue]) -> str:
+        """Edit every HPA's `spec.maxReplicas` (None restores each HPA's own); it applies from its next sync."""
+        changes = []
+        for scaler in self.autoscalers:
+            original = self.declared[scaler.spec.name]
+            limit = original.max_replicas if max_replicas is None else min(max_replicas, original.max_replicas)
+            limit = max(limit, original.min_replicas)
+            changes.append(f"HPA {original.name} maxReplicas {scaler.spec.max_replicas} -> {limit}")
+            scaler.spec = dataclasses.replace(original, max_replicas=limit)
+            scaler.controller.spec = scaler.spec
+            scaler.selection = queue_metric_selection(scaler.spec, queues)
+        return "; ".join(changes) or "no HPA to cap"
