@@ -329,8 +329,13 @@ def recounted_pending_seconds(sim: Simulation) -> dict[str, float]:
         if not job.pinned:
             own[job.queue] = own.get(job.queue, 0.0) + (now - job.pending_since)
 
+    children: dict[str, list[str]] = {}
+    for queue in sim.queues.values():
+        if queue.parent:
+            children.setdefault(queue.parent, []).append(queue.name)
+
     def total(name: str) -> float:
-        return own.get(name, 0.0) + sum(total(child) for child in sim.children.get(name, []))
+        return own.get(name, 0.0) + sum(total(child) for child in children.get(name, []))
 
     return {name: total(name) for name in sim.queues}
 

@@ -16,6 +16,11 @@ from tidegate.model.objects import (
     NODE_TYPE_LABEL,
     REGION_LABEL,
     Node,
+    NodeAffinity,
+    NodeSelectorRequirement,
+    NodeSelectorTerm,
+    Pod,
+    PreferredSchedulingTerm,
     Taint,
     TaintEffect,
     Toleration,
@@ -28,6 +33,19 @@ CLUSTER_LABEL = "tidegate.io/cluster"
 CLOUD_TAINT_KEY = "cloud.provider"
 #: Pods tolerating every cloud provider's taint (what burstable jobs carry).
 CLOUD_TOLERATION = Toleration(key=CLOUD_TAINT_KEY, operator="Exists", effect=TaintEffect.NO_SCHEDULE)
+#: Pods prefer IDC nodes with this weight (kube-scheduler's preferred affinity weights are 1..100).
+PREFER_IDC = NodeAffinity(
+    preferred=(
+        PreferredSchedulingTerm(100, NodeSelectorTerm((NodeSelectorRequirement(NODE_TYPE_LABEL, "In", (IDC,)),))),
+    )
+)
+#: A sensitive job's nodeSelector: IDC nodes only, so it never bursts.
+PIN_TO_IDC = {NODE_TYPE_LABEL: IDC}
+
+
+def pinned_to_idc(pod: Pod) -> bool:
+    """The pod's nodeSelector keeps it on IDC nodes: its job never overflows to the cloud."""
+    return pod.node_selector.get(NODE_TYPE_LABEL) == IDC
 
 
 def node_type(cluster: ClusterSpec, pool: NodePoolSpec) -> str:

@@ -47,10 +47,11 @@ class FleetHost(Protocol):
     shows nodes to their agents."""
 
     def node_ready(self, pool: Pool, node: Node) -> None:
-        """The node joined the pool (it is in `pool.nodes`); the fleet gives it to the scheduler next."""
+        """The node joined the pool (it is in `pool.nodes` and the scheduler has it)."""
 
     def evict_node(self, pool: Pool, node: str) -> None:
-        """The node is leaving now: evict what runs there (its jobs follow their lifecycle policies)."""
+        """The node is leaving now: evict what runs there (its jobs follow their lifecycle policies); the
+        fleet then takes it from the pool and the scheduler."""
 
     def busy(self, node: str) -> int:
         """How many jobs have pods on the node."""
@@ -72,6 +73,40 @@ class FleetHost(Protocol):
 
     def want_cycle(self) -> None:
         """New capacity: the scheduler should look again."""
+
+
+class QueueTree:
+    """The queue hierarchy, each queue after its children: a per-queue metric summed over subtrees (a
+    parent's pending seconds are its own plus its children's, which is what an HPA selecting the parent
+    reads)."""
+
+    def __init__(self, queues: Iterable[Queue]) -> None:
+        self.names = [queue.name for queue in queues]
+        children: dict[str, list[str]] = {}
+        for queue in queues:
+            if queue.parent:
+                children.setdefault(queue.parent, []).append(queue.name)
+        order: dict[str, tuple[str, ...]] = {}
+
+        def visit(name: str) -> None:
+            if name not in order:
+                below = tuple(children.get(name, ()))
+                for child in below:
+                    visit(child)
+                order[name] = below
+
+        for name in self.names:
+            visit(name)
+        self.order = list(order.items())
+
+    def totals(self, own: Mapping[str, float]) -> dict[str, float]:
+        """Every queue's own value plus its subtree's (0.0 for a queue with none)."""
+        if not own:
+            return dict.fromkeys(self.names, 0.0)
+        totals: dict[str, float] = {}
+        for name, children in self.order:  # each queue's children are summed before it, in order
+            totals[name] = own.get(name, 0.0) + sum(map(totals.__getitem__, children))
+        return {name: totals[name] for name in self.names}
 
 
 @dataclass(slots=True)
@@ -186,6 +221,7 @@ class CloudFleet:
         """A new node of the pool joins now."""
         node = pool.new_node()
         pool.nodes.append(node.name)
+        self.nodes.add_nodes([node])
         self.host.node_ready(pool, node)
         if pool.is_cloud and pool.spec.count and self.clock.now() == 0.0:
             self.host.billed(pool, 1)

@@ -33,7 +33,10 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from tidegate.clock import Clock, EventLoop, Timer
+from tidegate.autoscale.hpa import HPASpec
+from tidegate.clock import EventLoop, Timer
+from tidegate.fleet.pool import CLOUD_TOLERATION, PREFER_IDC, Pool, pinned_to_idc
+from tidegate.fleet.scaling import HPA_SYNC_SECONDS, CloudFleet, QueueTree
 from tidegate.lifecycle.policies import JobPolicy, Resolution, job_policy, verdict
 from tidegate.model.errors import ManifestError, ManifestErrors, Source
 from tidegate.model.expand import BARE_POD_GROUP_PREFIX, workload_from
@@ -136,6 +139,16 @@ class QueueMetrics:
     allocated: Resources = field(default_factory=Resources)
 
 
+@dataclass(frozen=True, slots=True)
+class Burst:
+    """Cloud burst, served live (a Scenario's `spec.burst`): a waiting job that is not pinned to the IDC moves
+    to `queue` once it has waited `after_seconds`, or at once when its queue is at capability; its pods then
+    tolerate the cloud taint and prefer IDC nodes."""
+
+    queue: str
+    after_seconds: float = 600.0
+
+
 class _Marked(dict[str, None]):
     """Names marked changed, in the order first marked: jobs are written (and numbered) in submission order."""
 
@@ -151,13 +164,21 @@ class ControlPlane:
 
     def __init__(
         self,
-        clock: Clock,
+        clock: EventLoop,
         nodes: Sequence[Node],
         queues: Sequence[Queue],
         config: SchedulerConfiguration | None = None,
         priority_classes: Sequence[PriorityClass] = (),
         store: Store | None = None,
+        pools: Sequence[Pool] = (),
+        hpas: Sequence[HPASpec] = (),
+        burst: Burst | None = None,
     ) -> None:
+        """`pools` add their nodes (`spec.count` each, at once); `hpas` size the cloud pools they target, one
+        node a replica, every HPA sync (15 s) from the queues' pending seconds; `burst` moves waiting jobs
+        to the burst queue. Without them the nodes are `nodes` alone, as a plain folder of Nodes says."""
+        if burst is not None and burst.queue not in {q.name for q in queues}:
+            raise ValueError(f"burst queue {burst.queue!r} is not defined")
         self.clock = clock
         self.store = store
         self.config = config or SchedulerConfiguration()
@@ -182,9 +203,25 @@ class ControlPlane:
         self._dirty_queues = _Marked()
         self._new_batches: list[Batch] = []
         self._saved_events: dict[str, int] = {}  # job key -> events already in the store
+        self.burst = burst
+        self._tree = QueueTree(queues)
+        self._autoscale_timer: Timer | None = None
+        #: Nodes each pool bills for now (provisioning included), and the fleet's scaling events.
+        self.billed_nodes: dict[str, int] = {pool.name: 0 for pool in pools}
+        self.fleet_events: list[tuple[float, str]] = []
+        self.fleet = CloudFleet(pools, hpas, self.queues, self.core, self, clock)
+        self.fleet.start(pools)
 
     @classmethod
-    def from_manifests(cls, ms: ManifestSet, clock: Clock, store: Store | None = None) -> ControlPlane:
+    def from_manifests(
+        cls,
+        ms: ManifestSet,
+        clock: EventLoop,
+        store: Store | None = None,
+        pools: Sequence[Pool] = (),
+        hpas: Sequence[HPASpec] = (),
+        burst: Burst | None = None,
+    ) -> ControlPlane:
         """Nodes, queues, priority classes and the scheduler configuration of a loaded folder.
 
         Without a store, or with one no control plane has started on, the jobs, PodGroups and pods the
@@ -196,7 +233,7 @@ class ControlPlane:
         if errors:
             raise ManifestErrors(errors)
         config = ms.configurations[0] if ms.configurations else None
-        plane = cls(clock, ms.nodes, ms.queues, config, ms.priority_classes, store)
+        plane = cls(clock, ms.nodes, ms.queues, config, ms.priority_classes, store, pools, hpas, burst)
         saved = store.load() if store is not None else None
         with plane._lock:
             if saved is not None:
@@ -299,7 +336,14 @@ class ControlPlane:
                 if hit is not None and hit.phase is JobPhase.RUNNING:
                     pod = next(p for p in hit.pods if p.key == eviction.pod)
                     self._apply_policy(hit, pod, JobEvent.POD_EVICTED, f"pod {pod.key} evicted: {eviction.reason}", now)
+            if self.burst is not None:
+                self._overflow(self.burst, now)
             return decisions
+
+    def autoscale(self) -> None:
+        """One HPA sync: each cloud pool sized from the queues' pending seconds (as `/metrics` exports them)."""
+        with self._lock:
+            self.fleet.sync(self.pending_seconds())
 
     def start(self, clock: EventLoop, period: float = DEFAULT_PERIOD_SECONDS) -> None:
         """Schedule a cycle every `period` seconds on `clock` (whose `run` the caller drives)."""
@@ -318,12 +362,23 @@ class ControlPlane:
             self._timer = clock.call_later(period, tick, PRIORITY_CYCLE)
 
         self._timer = clock.call_later(0.0, tick, PRIORITY_CYCLE)
+        if self.fleet.autoscalers:
+
+            def sync() -> None:
+                try:
+                    self.autoscale()
+                except Exception:  # as a cycle: logged, and the next sync runs on time
+                    _log.exception("autoscaler sync failed")
+                self._autoscale_timer = clock.call_later(HPA_SYNC_SECONDS, sync, PRIORITY_CYCLE + 1)
+
+            self._autoscale_timer = clock.call_later(0.0, sync, PRIORITY_CYCLE + 1)
 
     def stop(self) -> None:
         """No further cycles (a WallClock's `run` then returns once its queue is empty)."""
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
+        for timer in (self._timer, self._autoscale_timer):
+            if timer is not None:
+                timer.cancel()
+        self._timer = self._autoscale_timer = None
 
     # -- views (plain values for the API) -----------------------------------------------------------
     def queue_view(self, name: str) -> dict[str, Any]:
@@ -414,18 +469,50 @@ class ControlPlane:
                 for pod in self._node_pods[name].values()
             ]
 
-    def metrics(self) -> list[QueueMetrics]:
-        """Per queue: the seconds its waiting jobs have waited, summed (volcano_queue_pending_jobs_duration_seconds,
-        what a cloud pool's HPA reads), its waiting and running jobs, what its running pods hold, its weight."""
+    def pending_seconds(self) -> dict[str, float]:
+        """volcano_queue_pending_jobs_duration_seconds: per queue, the seconds its waiting jobs that may burst
+        (not pinned to the IDC) have waited, summed; a parent queue adds its children's. What the cloud
+        pools' HPAs read, as the simulator computes it."""
         with self._lock:
             now = self.clock.now()
-            out = {name: QueueMetrics(name, queue.weight) for name, queue in self.queues.items()}
+            own: dict[str, float] = {}
+            for job in self.jobs.values():
+                if job.waiting and not any(pinned_to_idc(pod) for pod in job.template):
+                    queue = job.group.queue
+                    own[queue] = own.get(queue, 0.0) + (now - job.queued_since)
+            return self._tree.totals(own)
+
+    def pools_view(self) -> list[dict[str, Any]]:
+        """Each node pool: its nodes, nodes on the way or draining, what it bills for, and its HPA."""
+        with self._lock:
+            scalers = {scaler.pool.name: scaler for scaler in self.fleet.autoscalers}
+            out = []
+            for name, pool in self.fleet.pools.items():
+                scaler = scalers.get(name)
+                out.append(
+                    {
+                        "name": name,
+                        "cloud": pool.is_cloud,
+                        "nodes": list(pool.nodes),
+                        "provisioning": pool.provisioning,
+                        "draining": list(pool.draining),
+                        "billed_nodes": self.billed_nodes[name],
+                        "hpa": None if scaler is None else scaler.spec.name,
+                        "events": [{"time": t, "message": m} for t, m in self.fleet_events if m.startswith(f"{name}:")],
+                    }
+                )
+            return out
+
+    def metrics(self) -> list[QueueMetrics]:
+        """Per queue: `pending_seconds`, its waiting and running jobs, what its running pods hold, its weight."""
+        with self._lock:
+            pending = self.pending_seconds()
+            out = {name: QueueMetrics(name, queue.weight, pending[name]) for name, queue in self.queues.items()}
             for job in self.jobs.values():
                 row = out.get(job.group.queue)
                 if row is None:
                     continue
                 if job.waiting:
-                    row.pending_seconds += now - job.queued_since
                     row.pending += 1
                 elif job.phase is JobPhase.RUNNING:
                     row.running += 1
@@ -679,6 +766,62 @@ class ControlPlane:
         job.events.append((now, "restarted"))
         self._dirty.add(job.key)
 
+    def _overflow(self, burst: Burst, now: float) -> None:
+        """Waiting jobs that waited long enough, or whose queue is at capability, move to the burst queue."""
+        for key in list(self.core.waiting):
+            job = self.jobs[key]
+            home = job.group.queue
+            if not job.waiting or home == burst.queue or any(pinned_to_idc(pod) for pod in job.template):
+                continue
+            if any(pod.node_name for pod in job.pods):
+                continue  # part of its gang runs (evicted pods being replaced): it stays where it is
+            if now - job.queued_since < burst.after_seconds and "at capability" not in job.reason:
+                continue
+            self.core.remove_group(key)
+            job.group = replace(job.group, queue=burst.queue)
+            job.template = tuple(_burstable(pod) for pod in job.template)
+            job.pods = [_burstable(pod) for pod in job.pods]
+            self.core.add_group(job.group, list(job.pods))
+            job.events.append((now, f"overflowed from {home} to {burst.queue}"))
+            self._dirty.add(key)
+
+    # -- the fleet's host (tidegate/fleet/scaling.py) ---------------------------------------------------
+    def node_ready(self, pool: Pool, node: Node) -> None:
+        self.nodes[node.name] = node
+        self._node_pods[node.name] = {}
+
+    def evict_node(self, pool: Pool, node: str) -> None:
+        now = self.clock.now()
+        for pod in list(self._node_pods.get(node, {}).values()):
+            job = self.jobs.get(self._pod_job.get(pod.key, ""))
+            if job is not None and job.phase is JobPhase.RUNNING:
+                self._apply_policy(job, pod, JobEvent.POD_EVICTED, f"pod {pod.key} evicted: node {node} removed", now)
+        self.nodes.pop(node, None)
+        self._node_pods.pop(node, None)
+
+    def busy(self, node: str) -> int:
+        return len({self._pod_job[key] for key in self._node_pods.get(node, {})})
+
+    def leaving(self, node: str) -> bool:
+        return False  # no spot notices live: an interrupted node is one its provider removes
+
+    def may_grow(self, pool: Pool) -> bool:
+        return True
+
+    def billed(self, pool: Pool, change: int) -> None:
+        self.billed_nodes[pool.name] += change
+
+    def sized(self, pool: Pool) -> None:
+        pass  # `pools_view` reads the pools as they are
+
+    def record(self, text: str) -> None:
+        _log.info("%s", text)
+        self.fleet_events.append((self.clock.now(), text))
+        del self.fleet_events[:-1000]  # the recent ones
+
+    def want_cycle(self) -> None:
+        pass  # a cycle runs every period anyway
+
     def _end(self, job: LiveJob, phase: JobPhase, why: str, now: float) -> None:
         """The job is over: pods still pending or running are stopped (shown Failed), its share freed."""
         self._release(job)
@@ -688,6 +831,16 @@ class ControlPlane:
         job.phase, job.reason, job.finished = phase, why, now
         job.events.append((now, f"{phase.value.lower()}: {why}"))
         self._dirty.add(job.key)
+
+
+def _burstable(pod: Pod) -> Pod:
+    """The pod as the burst queue runs it: tolerating the cloud taint, preferring IDC nodes (unless it says
+    where it prefers to run)."""
+    tolerations = pod.tolerations if CLOUD_TOLERATION in pod.tolerations else (*pod.tolerations, CLOUD_TOLERATION)
+    affinity = pod.affinity
+    if affinity is None or not affinity.preferred:
+        affinity = PREFER_IDC if affinity is None else replace(affinity, preferred=PREFER_IDC.preferred)
+    return replace(pod, tolerations=tolerations, affinity=affinity)
 
 
 def merge_patch(target: Any, patch: Any) -> Any:

@@ -107,6 +107,10 @@ def create_app(plane: ControlPlane) -> FastAPI:
     def nodes() -> list[dict[str, Any]]:
         return plane.nodes_view()
 
+    @app.get("/pools")
+    def pools() -> list[dict[str, Any]]:
+        return plane.pools_view()
+
     @app.get("/nodes/{name}/pods")
     def node_pods(name: str) -> list[dict[str, Any]]:
         return plane.node_pods(name)
@@ -148,7 +152,8 @@ class _QueueCollector(Collector):
     def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
         pending = GaugeMetricFamily(
             "volcano_queue_pending_jobs_duration_seconds",
-            "Seconds the queue's waiting jobs have waited, summed (what a cloud pool's HPA reads)",
+            "Seconds the queue's waiting jobs not pinned to the IDC have waited, summed with its children's "
+            "(what a cloud pool's HPA reads)",
             labels=["queue"],
         )
         jobs = GaugeMetricFamily("tidegate_queue_jobs", "Jobs of the queue by phase", labels=["queue", "phase"])
@@ -167,4 +172,11 @@ class _QueueCollector(Collector):
                 allocated.add_metric([row.queue, resource], amount / scale_of(resource))
         cycles = CounterMetricFamily("tidegate_scheduling_cycles", "Scheduling cycles run")
         cycles.add_metric([], self.plane.cycles)
-        yield from (pending, jobs, allocated, weight, cycles)
+        nodes = GaugeMetricFamily("tidegate_pool_nodes", "Nodes of the pool in the cluster", labels=["pool"])
+        billed = GaugeMetricFamily(
+            "tidegate_pool_billed_nodes", "Nodes of the pool billed now (provisioning included)", labels=["pool"]
+        )
+        for pool in self.plane.pools_view():
+            nodes.add_metric([pool["name"]], len(pool["nodes"]))
+            billed.add_metric([pool["name"]], pool["billed_nodes"])
+        yield from (pending, jobs, allocated, weight, cycles, nodes, billed)

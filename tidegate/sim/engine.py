@@ -26,7 +26,7 @@ from tidegate.autoscale.hpa import (
 )
 from tidegate.clock import EventLoop, SimClock, Timer
 from tidegate.fleet.pool import Pool
-from tidegate.fleet.scaling import HPA_SYNC_SECONDS, CloudFleet
+from tidegate.fleet.scaling import HPA_SYNC_SECONDS, CloudFleet, QueueTree
 from tidegate.lifecycle.policies import JobPolicy, Resolution, verdict
 from tidegate.model.objects import JobEvent, Node, Queue
 from tidegate.model.quantity import parse_quantity
@@ -148,11 +148,7 @@ class Simulation:
         self.sim = sim
         self.on_progress = on_progress
         self.queues = {q.name: q for q in queues}
-        self.children: dict[str, list[str]] = {}
-        for queue in queues:
-            if queue.parent:
-                self.children.setdefault(queue.parent, []).append(queue.name)
-        self._children_first = self._subtrees_ordered()
+        self._tree = QueueTree(queues)
         self.pools = {p.name: p for p in pools}
         self.node_pool: dict[str, Pool] = {}
         self.jobs = jobs
@@ -631,28 +627,7 @@ class Simulation:
                 for since in waits.values():  # one at a time, in `pending`'s order: the same float sum
                     waited += now - since
                 own[queue] = waited
-        if not own:
-            return dict.fromkeys(self.queues, 0.0)
-        totals: dict[str, float] = {}
-        for name, children in self._children_first:  # each queue's children are summed before it, in order
-            totals[name] = own.get(name, 0.0) + sum(map(totals.__getitem__, children))
-        return {name: totals[name] for name in self.queues}
-
-    def _subtrees_ordered(self) -> list[tuple[str, tuple[str, ...]]]:
-        """Every queue with its children, each after its children (depth first): `pending_seconds` sums a
-        subtree once."""
-        order: dict[str, tuple[str, ...]] = {}
-
-        def visit(name: str) -> None:
-            if name not in order:
-                children = tuple(self.children.get(name, ()))
-                for child in children:
-                    visit(child)
-                order[name] = children
-
-        for name in self.queues:
-            visit(name)
-        return list(order.items())
+        return self._tree.totals(own)
 
     def _autoscale(self) -> None:
         self.fleet.sync(self.pending_seconds())
@@ -663,7 +638,6 @@ class Simulation:
     def node_ready(self, pool: Pool, node: Node) -> None:
         self.node_pool[node.name] = pool
         self._node_gpus[node.name] = self.meter[f"pool_gpus/{pool.name}"]
-        self.core.add_nodes([node])
         if pool.name in self.spot:
             self._schedule_notice(pool, node.name)
         if self.outages is not None and self.outages.is_cut(pool):

@@ -223,11 +223,7 @@ def build_simulation(
         jobs: list[SimJob] = sim_jobs(workload, records)
     horizon = max((r.submit_s for r in records), default=0.0)
     scenario = inp.scenarios[scenario_name]
-    queues = static_quotas(inp.queues) if scenario.quotas == "static" else list(inp.queues)
-    pools = [
-        Pool(pool_name, priced(pool, scenario), pool.cluster, inp.clusters[pool.cluster])
-        for pool_name, pool in inp.pools.items()
-    ]
+    queues, pools = scenario_fleet(inp, scenario)
     core = core_factory(inp, queues) if core_factory else online_core(inp, queues)
     progress = (lambda t: on_progress(scenario_name, t, horizon)) if on_progress else None
     policy = inp.policies.get(spec.workload, JobPolicy(checkpoint_s=workload.checkpoint_seconds))
@@ -263,6 +259,17 @@ def run_scenario(
     sim.run()
     outcome = sim.outcome()
     return RunResult(scenario_name, outcome, summarise(scenario_name, outcome, spec.until_seconds or horizon))
+
+
+def scenario_fleet(inp: SimulationInput, scenario: ScenarioSpec) -> tuple[list[Queue], list[Pool]]:
+    """The queues and node pools as the scenario runs them (static quotas, pricing), for the simulator
+    and for `tidegate serve`."""
+    queues = static_quotas(inp.queues) if scenario.quotas == "static" else list(inp.queues)
+    pools = [
+        Pool(pool_name, priced(pool, scenario), pool.cluster, inp.clusters[pool.cluster])
+        for pool_name, pool in inp.pools.items()
+    ]
+    return queues, pools
 
 
 def priced(pool: NodePoolSpec, scenario: ScenarioSpec) -> NodePoolSpec:

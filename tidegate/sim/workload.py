@@ -16,9 +16,8 @@ from operator import attrgetter
 
 import numpy as np
 
-from tidegate.fleet.pool import CLOUD_TOLERATION, IDC
+from tidegate.fleet.pool import CLOUD_TOLERATION, PIN_TO_IDC, PREFER_IDC
 from tidegate.model.objects import (
-    NODE_TYPE_LABEL,
     NodeAffinity,
     NodeSelectorRequirement,
     NodeSelectorTerm,
@@ -41,13 +40,6 @@ from tidegate.traces.synthetic import (
 )
 from tidegate.traces.tiresias import read_tiresias
 
-#: Pods prefer IDC nodes with this weight (kube-scheduler's preferred affinity weights are 1..100).
-PREFER_IDC = NodeAffinity(
-    preferred=(
-        PreferredSchedulingTerm(100, NodeSelectorTerm((NodeSelectorRequirement(NODE_TYPE_LABEL, "In", (IDC,)),))),
-    )
-)
-PIN_TO_IDC = {NODE_TYPE_LABEL: IDC}
 #: Every unpinned pod's (empty) nodeSelector: one object, so the scheduler finds the pods of a shape by identity.
 NO_SELECTOR: dict[str, str] = {}
 HOSTNAME_LABEL = "kubernetes.io/hostname"

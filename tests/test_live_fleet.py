@@ -1,0 +1,215 @@
+"""The live control plane serving a simulation folder's fleet: IDC pools' nodes, a cloud pool sized by its
+HPA on the live pending-seconds metric (the simulator's controller, `tidegate/fleet`), and jobs overflowing
+to the burst queue; pinned jobs never reach a cloud node. On simulated time."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import typer
+
+from tidegate.cli.serve import served_fleet
+from tidegate.clock import SimClock
+from tidegate.live.control_plane import ControlPlane, JobPhase
+from tidegate.model.manifests import load_manifests
+from tidegate.model.objects import PodPhase
+
+ROOT = Path(__file__).resolve().parent.parent
+FOLDER = """
+apiVersion: scheduling.volcano.sh/v1beta1
+kind: Queue
+metadata: {name: hybrid-gpu-pool}
+spec: {weight: 1, reclaimable: true}
+---
+apiVersion: scheduling.volcano.sh/v1beta1
+kind: Queue
+metadata: {name: dev}
+spec: {parent: hybrid-gpu-pool, weight: 1, capability: {nvidia.com/gpu: "DEV_CAP"}}
+---
+apiVersion: scheduling.volcano.sh/v1beta1
+kind: Queue
+metadata: {name: prod}
+spec: {parent: hybrid-gpu-pool, weight: 1}
+---
+apiVersion: scheduling.volcano.sh/v1beta1
+kind: Queue
+metadata: {name: burst-cloud}
+spec: {parent: hybrid-gpu-pool, weight: 1, capability: {nvidia.com/gpu: "16"}}
+---
+apiVersion: tidegate.io/v1alpha1
+kind: Cluster
+metadata: {name: idc}
+spec: {type: idc, region: cn-beijing}
+---
+apiVersion: tidegate.io/v1alpha1
+kind: Cluster
+metadata: {name: aliyun}
+spec: {type: cloud, provider: aliyun, region: cn-hangzhou, latencyMs: 35}
+---
+apiVersion: tidegate.io/v1alpha1
+kind: NodePool
+metadata: {name: idc-a100}
+spec: {cluster: idc, count: 1, gpu: {product: A100, count: 8}, cpu: "64", memory: 512Gi, pricing: {model: owned}}
+---
+apiVersion: tidegate.io/v1alpha1
+kind: NodePool
+metadata: {name: cloud-a100}
+spec:
+  cluster: aliyun
+  count: 0
+  maxCount: 2
+  provisioningDelaySeconds: 60
+  gpu: {product: A100, count: 8}
+  cpu: "64"
+  memory: 512Gi
+  pricing: {model: on-demand, perHour: 30}
+  scaleTargetRef: {name: virtual-kubelet-cloud}
+---
+apiVersion: autoscaling/v2
+kind: HorizontalPodAutoscaler
+metadata: {name: cloud-burst-hpa}
+spec:
+  scaleTargetRef: {apiVersion: apps/v1, kind: Deployment, name: virtual-kubelet-cloud}
+  minReplicas: 0
+  maxReplicas: 2
+  metrics:
+  - type: External
+    external:
+      metric: {name: volcano_queue_pending_jobs_duration_seconds, selector: {matchLabels: {queue: hybrid-gpu-pool}}}
+      target: {type: AverageValue, averageValue: "300"}
+  behavior:
+    scaleUp: {policies: [{type: Pods, value: 2, periodSeconds: 60}]}
+    scaleDown: {stabilizationWindowSeconds: 600, policies: [{type: Pods, value: 1, periodSeconds: 60}]}
+---
+apiVersion: tidegate.io/v1alpha1
+kind: Scenario
+metadata: {name: idc-only}
+spec: {quotas: elastic}
+---
+apiVersion: tidegate.io/v1alpha1
+kind: Scenario
+metadata: {name: burst}
+spec: {quotas: elastic, burst: {enabled: true, queue: burst-cloud, afterSeconds: 120}}
+"""
+
+
+def job(name: str, gpus: int = 8, pinned: bool = False, queue: str = "dev") -> str:
+    selector = 'nodeSelector: {"volcano.sh/node-type": idc}' if pinned else ""
+    return f"""
+apiVersion: batch.volcano.sh/v1alpha1
+kind: Job
+metadata: {{name: {name}}}
+spec:
+  queue: {queue}
+  minAvailable: 1
+  tasks:
+  - name: worker
+    replicas: 1
+    template:
+      spec:
+        {selector}
+        containers: [{{name: main, resources: {{requests: {{cpu: "1", nvidia.com/gpu: "{gpus}"}}}}}}]
+"""
+
+
+def served(tmp_path: Path, scenario: str | None = None, dev_gpus: int = 16) -> tuple[ControlPlane, SimClock, str]:
+    (tmp_path / "fleet.yaml").write_text(FOLDER.replace("DEV_CAP", str(dev_gpus)))
+    paths = [str(tmp_path)]
+    ms = load_manifests(paths)
+    pools, hpas, burst, name, _ = served_fleet(paths, ms, scenario)
+    clock = SimClock()
+    plane = ControlPlane.from_manifests(ms, clock, None, pools, hpas, burst)
+    plane.start(clock, 1.0)
+    return plane, clock, name
+
+
+def node_of(plane: ControlPlane, key: str) -> str:
+    (node,) = {pod.node_name for pod in plane.jobs[key].pods}
+    return node
+
+
+def test_idc_pools_become_nodes_and_a_waiting_job_bursts_onto_a_cloud_node_the_hpa_adds(tmp_path: Path) -> None:
+    plane, clock, name = served(tmp_path)
+    assert name == "burst"  # the one that bursts, by default
+    assert sorted(plane.nodes) == ["idc-a100-0"]
+    plane.submit(job("first", queue="prod"))
+    clock.run(until=0.5)
+    assert node_of(plane, "default/first") == "idc-a100-0"
+    plane.submit(job("second"))  # the IDC is full; dev is not at capability
+    clock.run(until=1.0)
+    second = plane.jobs["default/second"]
+    assert second.waiting and second.group.queue == "dev"
+    # it waits in dev until afterSeconds, then overflows; the HPA sees its wait summed under the parent queue
+    clock.run(until=119.0)
+    assert second.group.queue == "dev" and plane.pending_seconds()["hybrid-gpu-pool"] == pytest.approx(118.5)
+    clock.run(until=122.0)
+    assert second.group.queue == "burst-cloud"
+    assert any("overflowed from dev to burst-cloud" in text for _, text in second.events)
+    # 300 s of summed waiting per replica: the HPA asks for a node, which joins after its 60 s delay
+    clock.run(until=400.0)
+    (pool,) = [p for p in plane.pools_view() if p["name"] == "cloud-a100"]
+    assert pool["billed_nodes"] == 1 and pool["events"]
+    clock.run(until=600.0)
+    assert node_of(plane, "default/second") == "cloud-a100-0"
+    cloud = plane.nodes["cloud-a100-0"]
+    assert cloud.labels["volcano.sh/node-type"] == "cloud-ondemand"
+    assert cloud.annotations["latency.ms.local-idc"] == "35"
+    assert [t.key for t in cloud.taints] == ["cloud.provider"]
+    # the job ends; after the 600 s stabilisation window the idle node is removed and billing stops
+    for pod in plane.jobs["default/second"].pods:
+        plane.report_pod(pod.key, PodPhase.SUCCEEDED)
+    clock.run(until=2000.0)
+    assert "cloud-a100-0" not in plane.nodes
+    (pool,) = [p for p in plane.pools_view() if p["name"] == "cloud-a100"]
+    assert pool["nodes"] == [] and pool["billed_nodes"] == 0
+
+
+def test_a_job_whose_queue_is_at_capability_overflows_at_once(tmp_path: Path) -> None:
+    plane, clock, _ = served(tmp_path, dev_gpus=8)
+    plane.submit(job("first") + "---" + job("second"))
+    clock.run(until=1.0)
+    second = plane.jobs["default/second"]
+    assert second.waiting and second.group.queue == "burst-cloud"
+    assert [pod.tolerations[-1].key for pod in second.pods] == ["cloud.provider"]
+
+
+def test_a_job_pinned_to_the_idc_never_bursts_nor_asks_for_cloud_nodes(tmp_path: Path) -> None:
+    plane, clock, _ = served(tmp_path)
+    plane.submit(job("first", queue="prod"))
+    clock.run(until=0.5)
+    plane.submit(job("sensitive", pinned=True))
+    clock.run(until=3600.0)
+    sensitive = plane.jobs["default/sensitive"]
+    assert sensitive.waiting and sensitive.group.queue == "dev"
+    assert plane.pending_seconds()["dev"] == 0.0  # not a wait the cloud could end
+    assert [p["billed_nodes"] for p in plane.pools_view()] == [0, 0]
+    assert sorted(plane.nodes) == ["idc-a100-0"]
+
+
+def test_a_scenario_without_burst_serves_the_idc_pools_only(tmp_path: Path) -> None:
+    plane, clock, name = served(tmp_path, "idc-only")
+    assert name == "idc-only"
+    assert [p["name"] for p in plane.pools_view()] == ["idc-a100"] and not plane.fleet.autoscalers
+    plane.submit(job("first") + "---" + job("second"))
+    clock.run(until=3600.0)
+    assert plane.jobs["default/second"].phase is JobPhase.PENDING
+    assert plane.jobs["default/second"].group.queue == "dev"
+
+
+def test_an_unknown_scenario_is_refused_by_name(tmp_path: Path) -> None:
+    with pytest.raises(typer.BadParameter, match="no Scenario 'nope'; the folder has idc-only, burst"):
+        served(tmp_path, "nope")
+
+
+def test_the_demo_folder_is_served_with_its_burst_scenario_and_without_its_job_template() -> None:
+    paths = [str(ROOT / "examples" / "hybrid-idc")]
+    ms = load_manifests(paths)
+    pools, hpas, burst, name, notes = served_fleet(paths, ms, None)
+    assert name == "elastic-burst"
+    assert notes == ["NodePool aliyun-a100-spot: spot interruptions are not simulated live (the provider's happen)"]
+    assert burst is not None and (burst.queue, burst.after_seconds) == ("burst-cloud", 600.0)
+    assert [p.name for p in pools] == ["idc-a100", "aliyun-a100-spot"] and [h.name for h in hpas] == ["cloud-burst-hpa"]
+    assert ms.jobs == []  # llm-finetune is the workload's policy template, not a job to run
+    plane = ControlPlane.from_manifests(ms, SimClock(), None, pools, hpas, burst)
+    assert len(plane.nodes) == 128
