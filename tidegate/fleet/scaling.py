@@ -24,7 +24,7 @@ from tidegate.autoscale.hpa import (
     queue_metric_selection,
     selected_values,
 )
-from tidegate.clock import EventLoop
+from tidegate.clock import Clock
 from tidegate.fleet.pool import Pool
 from tidegate.model.objects import Node, Queue
 
@@ -131,7 +131,7 @@ class CloudFleet:
         queues: Mapping[str, Queue],
         nodes: Nodes,
         host: FleetHost,
-        clock: EventLoop,
+        clock: Clock,
     ) -> None:
         """Each HPA drives the pool whose `scaleTargetRef` names its target; an HPA with no such pool is
         left out (loaders report it)."""

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from tidegate.autoscale.hpa import HPASpec
-from tidegate.clock import EventLoop, Timer
+from tidegate.clock import Callback, Clock, EventLoop, Timer
 from tidegate.fleet.pool import CLOUD_TOLERATION, PREFER_IDC, Pool, pinned_to_idc
 from tidegate.fleet.scaling import HPA_SYNC_SECONDS, CloudFleet, QueueTree
 from tidegate.lifecycle.policies import JobPolicy, Resolution, job_policy, verdict
@@ -149,6 +149,30 @@ class Burst:
     after_seconds: float = 600.0
 
 
+class _Locked:
+    """The clock as the fleet sees it: what it schedules (a node joining after its provisioning delay) runs
+    under the control plane's lock, as API calls and cycles do."""
+
+    def __init__(self, clock: Clock, lock: threading.RLock) -> None:
+        self.clock, self.lock = clock, lock
+
+    def now(self) -> float:
+        return self.clock.now()
+
+    def call_at(self, when: float, callback: Callback, priority: int = 0) -> Timer:
+        return self.clock.call_at(when, self._locked(callback), priority)
+
+    def call_later(self, delay: float, callback: Callback, priority: int = 0) -> Timer:
+        return self.clock.call_later(delay, self._locked(callback), priority)
+
+    def _locked(self, callback: Callback) -> Callback:
+        def run() -> None:
+            with self.lock:
+                callback()
+
+        return run
+
+
 class _Marked(dict[str, None]):
     """Names marked changed, in the order first marked: jobs are written (and numbered) in submission order."""
 
@@ -164,7 +188,7 @@ class ControlPlane:
 
     def __init__(
         self,
-        clock: EventLoop,
+        clock: Clock,
         nodes: Sequence[Node],
         queues: Sequence[Queue],
         config: SchedulerConfiguration | None = None,
@@ -209,14 +233,14 @@ class ControlPlane:
         #: Nodes each pool bills for now (provisioning included), and the fleet's scaling events.
         self.billed_nodes: dict[str, int] = {pool.name: 0 for pool in pools}
         self.fleet_events: list[tuple[float, str]] = []
-        self.fleet = CloudFleet(pools, hpas, self.queues, self.core, self, clock)
+        self.fleet = CloudFleet(pools, hpas, self.queues, self.core, self, _Locked(clock, self._lock))
         self.fleet.start(pools)
 
     @classmethod
     def from_manifests(
         cls,
         ms: ManifestSet,
-        clock: EventLoop,
+        clock: Clock,
         store: Store | None = None,
         pools: Sequence[Pool] = (),
         hpas: Sequence[HPASpec] = (),
