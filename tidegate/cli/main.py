@@ -10,6 +10,7 @@ import typer
 from rich.console import Console
 
 from tidegate.cli.experiment import app as experiment_app
+from tidegate.cli.kube import kube
 from tidegate.cli.manifest_snapshot import prepare
 from tidegate.cli.output import fail, render, warn
 from tidegate.cli.serve import serve
@@ -81,6 +82,7 @@ def schedule(
 
 app.command()(simulate)
 app.command()(serve)
+app.command()(kube)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -197,6 +197,15 @@ def load_text(text: str, file: str = "<memory>") -> ManifestSet:
     return session.finish()
 
 
+def load_objects(docs: Iterable[object], file: str) -> ManifestSet:
+    """Load objects already parsed from JSON (e.g. an API server's list items, each with its apiVersion and
+    kind), as if document i of `file`."""
+    session = _Session()
+    for i, doc in enumerate(docs):
+        session.load_document(doc, Source(file, i))
+    return session.finish()
+
+
 def resolve_priority(
     name: str,
     classes: Mapping[str, PriorityClass] | Iterable[PriorityClass],

@@ -1,0 +1,166 @@
+"""A real kube-apiserver and etcd on loopback for tests (built by tools/build-kube-apiserver), with Volcano's
+Queue and PodGroup CRDs installed. No kubelet, controller-manager or kube-scheduler: pods stay Pending
+until bound, and the test plays the kubelet."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+from kubernetes import client, config
+
+HOME = Path(os.environ.get("KAS_HOME", Path.home() / ".cache" / "kube-apiserver-1.20.2"))
+BIN = HOME / "bin"
+TOKEN = "test-token"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def binaries_or_skip() -> None:
+    """Skip when the binaries are missing, unless TIDEGATE_REQUIRE_KUBE is set (`make test` sets it after
+    building them): there a missing binary is a failure."""
+    missing = [name for name in ("kube-apiserver", "etcd") if not (BIN / name).is_file()]
+    if missing:
+        message = f"{', '.join(missing)} not in {BIN}: run tools/build-kube-apiserver (or make kube-apiserver)"
+        if os.environ.get("TIDEGATE_REQUIRE_KUBE"):
+            pytest.fail(message)
+        pytest.skip(message)
+
+
+@contextmanager
+def kube_apiserver(tmp: Path) -> Iterator[Path]:
+    """Start etcd and kube-apiserver under `tmp`; yield a kubeconfig's path; stop both."""
+    binaries_or_skip()
+    etcd_client, etcd_peer, api_port = _free_port(), _free_port(), _free_port()
+    (tmp / "tokens.csv").write_text(f"{TOKEN},admin,admin,system:masters\n")
+    subprocess.run(["openssl", "genrsa", "-out", str(tmp / "sa.key"), "2048"], check=True, capture_output=True)
+    etcd_url, peer_url = f"http://127.0.0.1:{etcd_client}", f"http://127.0.0.1:{etcd_peer}"
+    logs = (tmp / "etcd.log").open("w"), (tmp / "apiserver.log").open("w")
+    etcd = subprocess.Popen(
+        [
+            str(BIN / "etcd"),
+            *("--name", "t", "--data-dir", str(tmp / "etcd")),
+            *("--listen-client-urls", etcd_url, "--advertise-client-urls", etcd_url),
+            *("--listen-peer-urls", peer_url, "--initial-advertise-peer-urls", peer_url),
+            *("--initial-cluster", f"t={peer_url}"),
+        ],
+        stdout=logs[0],
+        stderr=subprocess.STDOUT,
+    )
+    apiserver = subprocess.Popen(
+        [
+            str(BIN / "kube-apiserver"),
+            f"--etcd-servers={etcd_url}",
+            "--bind-address=127.0.0.1",
+            "--advertise-address=127.0.0.1",
+            f"--secure-port={api_port}",
+            f"--cert-dir={tmp / 'certs'}",
+            f"--token-auth-file={tmp / 'tokens.csv'}",
+            "--authorization-mode=AlwaysAllow",
+            "--disable-admission-plugins=ServiceAccount",
+            "--service-cluster-ip-range=10.96.0.0/24",
+            f"--service-account-key-file={tmp / 'sa.key'}",
+            f"--service-account-signing-key-file={tmp / 'sa.key'}",
+            "--service-account-issuer=https://kubernetes.default.svc",
+        ],
+        stdout=logs[1],
+        stderr=subprocess.STDOUT,
+    )
+    kubeconfig = tmp / "kubeconfig"
+    try:
+        # the server's own self-signed certificate (and its CA), written at start: TLS is verified
+        ca = _wait_for(tmp / "certs" / "apiserver.crt", apiserver, tmp)
+        kubeconfig.write_text(
+            f"""apiVersion: v1
+kind: Config
+clusters: [{{name: t, cluster: {{server: "https://127.0.0.1:{api_port}", certificate-authority: "{ca}"}}}}]
+users: [{{name: t, user: {{token: {TOKEN}}}}}]
+contexts: [{{name: t, context: {{cluster: t, user: t}}}}]
+current-context: t
+"""
+        )
+        api = config.new_client_from_config(config_file=str(kubeconfig))
+        _wait_ready(client.CoreV1Api(api), apiserver, tmp)
+        _install_volcano_crds(client.ApiextensionsV1Api(api))
+        yield kubeconfig
+    finally:
+        for process in (apiserver, etcd):
+            process.terminate()
+            try:
+                process.wait(10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+        for log in logs:
+            log.close()
+
+
+def _wait_for(path: Path, apiserver: subprocess.Popen[bytes], tmp: Path) -> Path:
+    deadline = time.monotonic() + 60
+    while not path.is_file():
+        if apiserver.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"kube-apiserver wrote no {path.name}: {(tmp / 'apiserver.log').read_text()[-2000:]}")
+        time.sleep(0.2)
+    return path
+
+
+def _wait_ready(core: client.CoreV1Api, apiserver: subprocess.Popen[bytes], tmp: Path) -> None:
+    deadline = time.monotonic() + 60
+    last: Exception | None = None
+    while time.monotonic() < deadline:
+        if apiserver.poll() is not None:
+            raise RuntimeError(f"kube-apiserver exited: {(tmp / 'apiserver.log').read_text()[-2000:]}")
+        try:
+            core.read_namespace("default")
+            return
+        except Exception as exc:  # not serving yet, or the default namespace not made yet
+            last = exc
+            time.sleep(0.5)
+    raise RuntimeError(f"kube-apiserver was not ready within 60 s: {last!r}")
+
+
+def _crd(plural: str, kind: str, scope: str) -> dict[str, object]:
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"{plural}.scheduling.volcano.sh"},
+        "spec": {
+            "group": "scheduling.volcano.sh",
+            "scope": scope,
+            "names": {"plural": plural, "singular": kind.lower(), "kind": kind},
+            "versions": [
+                {
+                    "name": "v1beta1",
+                    "served": True,
+                    "storage": True,
+                    "subresources": {"status": {}},
+                    "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}},
+                }
+            ],
+        },
+    }
+
+
+def _install_volcano_crds(ext: client.ApiextensionsV1Api) -> None:
+    for plural, kind, scope in (("queues", "Queue", "Cluster"), ("podgroups", "PodGroup", "Namespaced")):
+        ext.create_custom_resource_definition(_crd(plural, kind, scope))
+    deadline = time.monotonic() + 30
+    for plural in ("queues", "podgroups"):
+        while True:
+            crd = ext.read_custom_resource_definition(f"{plural}.scheduling.volcano.sh")
+            conditions = crd.status.conditions or []
+            if any(c.type == "Established" and c.status == "True" for c in conditions):
+                break
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"CRD {plural} not established")
+            time.sleep(0.2)

@@ -1,0 +1,165 @@
+"""tidegate scheduling a real kube-apiserver (v1.20, with Volcano's Queue and PodGroup CRDs): it reads the
+cluster, binds whole gangs with their GPU cards, writes PodGroup status, and leaves other schedulers' pods
+alone; `tidegate kube` does the same from the command line."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kube_apiserver import kube_apiserver
+from kubernetes import client, config
+
+from tidegate.kube.api import KubeApi
+from tidegate.kube.scheduler import ClusterScheduler
+
+GROUP, VERSION = "scheduling.volcano.sh", "v1beta1"
+
+
+@pytest.fixture(scope="module")
+def kubeconfig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    with kube_apiserver(tmp_path_factory.mktemp("kube")) as path:
+        yield path
+
+
+@pytest.fixture
+def cluster(kubeconfig: Path, request: pytest.FixtureRequest) -> Iterator[tuple[client.CoreV1Api, Any, str]]:
+    """A namespace of the test's own, two 4-GPU nodes (one tainted cloud node) and a queue; cleaned after."""
+    api = config.new_client_from_config(config_file=str(kubeconfig))
+    core, custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
+    namespace = request.node.name.replace("_", "-")[:60].strip("-")
+    core.create_namespace({"metadata": {"name": namespace}})
+    for name, kind, taints in (("idc-0", "idc", []), ("cloud-0", "cloud-spot", [_cloud_taint()])):
+        core.create_node(
+            {
+                "metadata": {"name": name, "labels": {"volcano.sh/node-type": kind}},
+                "spec": {"taints": taints},
+                "status": {
+                    "capacity": {"cpu": "32", "memory": "256Gi", "nvidia.com/gpu": "4", "pods": "110"},
+                    "allocatable": {"cpu": "32", "memory": "256Gi", "nvidia.com/gpu": "4", "pods": "110"},
+                    "conditions": [{"type": "Ready", "status": "True"}],
+                },
+            }
+        )
+        # the API server taints a new node not-ready; with no node controller here, the test lifts it
+        core.patch_node(name, {"spec": {"taints": taints}})
+    custom.create_cluster_custom_object(
+        GROUP,
+        VERSION,
+        "queues",
+        {"apiVersion": f"{GROUP}/{VERSION}", "kind": "Queue", "metadata": {"name": "default"}, "spec": {"weight": 1}},
+    )
+    yield core, custom, namespace
+    for pod in core.list_namespaced_pod(namespace).items:
+        core.delete_namespaced_pod(pod.metadata.name, namespace, grace_period_seconds=0)
+    for group in custom.list_namespaced_custom_object(GROUP, VERSION, namespace, "podgroups")["items"]:
+        custom.delete_namespaced_custom_object(GROUP, VERSION, namespace, "podgroups", group["metadata"]["name"])
+    custom.delete_cluster_custom_object(GROUP, VERSION, "queues", "default")
+    for name in ("idc-0", "cloud-0"):
+        core.delete_node(name)
+
+
+def _cloud_taint() -> dict[str, str]:
+    return {"key": "cloud.provider", "value": "aliyun", "effect": "NoSchedule"}
+
+
+def _gang(core: client.CoreV1Api, custom: Any, namespace: str, name: str, pods: int, gpus: int) -> None:
+    custom.create_namespaced_custom_object(
+        GROUP,
+        VERSION,
+        namespace,
+        "podgroups",
+        {
+            "apiVersion": f"{GROUP}/{VERSION}",
+            "kind": "PodGroup",
+            "metadata": {"name": name},
+            "spec": {"minMember": pods, "queue": "default"},
+        },
+    )
+    for i in range(pods):
+        _pod(core, namespace, f"{name}-{i}", gpus, {"scheduling.k8s.io/group-name": name})
+
+
+def _pod(
+    core: client.CoreV1Api,
+    namespace: str,
+    name: str,
+    gpus: int,
+    annotations: dict[str, str],
+    scheduler: str = "volcano",
+) -> None:
+    requests = {"cpu": "1", "nvidia.com/gpu": str(gpus)}
+    core.create_namespaced_pod(
+        namespace,
+        {
+            "metadata": {"name": name, "annotations": annotations},
+            "spec": {
+                "schedulerName": scheduler,
+                "containers": [
+                    {"name": "main", "image": "busybox", "resources": {"requests": requests, "limits": requests}}
+                ],
+            },
+        },
+    )
+
+
+def _placed(core: client.CoreV1Api, namespace: str) -> dict[str, tuple[str, str]]:
+    return {
+        pod.metadata.name: (pod.spec.node_name or "", (pod.metadata.annotations or {}).get("volcano.sh/gpu-index", ""))
+        for pod in core.list_namespaced_pod(namespace).items
+    }
+
+
+def _status(custom: Any, namespace: str, name: str) -> dict[str, Any]:
+    status: dict[str, Any] = custom.get_namespaced_custom_object(GROUP, VERSION, namespace, "podgroups", name).get(
+        "status", {}
+    )
+    return status
+
+
+def test_a_gang_is_bound_whole_on_the_idc_with_its_cards_and_its_podgroup_runs(
+    kubeconfig: Path, cluster: tuple[client.CoreV1Api, Any, str]
+) -> None:
+    core, custom, namespace = cluster
+    _gang(core, custom, namespace, "train", pods=2, gpus=2)
+    scheduler = ClusterScheduler(KubeApi(str(kubeconfig)))
+    scheduler.step(0.0)
+    assert _placed(core, namespace) == {"train-0": ("idc-0", "0,1"), "train-1": ("idc-0", "2,3")}
+    assert _status(custom, namespace, "train")["phase"] == "Running"
+    decisions = scheduler.step(1.0)  # read back: nothing to do
+    assert decisions.binds == [] and scheduler.problems == []
+
+
+def test_a_gang_that_cannot_fit_stays_unbound_and_its_podgroup_says_why(
+    kubeconfig: Path, cluster: tuple[client.CoreV1Api, Any, str]
+) -> None:
+    core, custom, namespace = cluster
+    _pod(core, namespace, "other", 2, {}, scheduler="default-scheduler")
+    core.create_namespaced_binding(  # another scheduler's pod takes 2 of the IDC node's GPUs
+        namespace,
+        {"metadata": {"name": "other"}, "target": {"apiVersion": "v1", "kind": "Node", "name": "idc-0"}},
+        _preload_content=False,
+    )
+    _gang(core, custom, namespace, "big", pods=2, gpus=2)
+    ClusterScheduler(KubeApi(str(kubeconfig))).step(0.0)
+    assert _placed(core, namespace) == {"other": ("idc-0", ""), "big-0": ("", ""), "big-1": ("", "")}
+    status = _status(custom, namespace, "big")
+    assert status["phase"] == "Inqueue"
+    (condition,) = status["conditions"]
+    assert condition["type"] == "Unschedulable" and condition["message"]
+
+
+def test_tidegate_kube_schedules_the_cluster_from_the_command_line(
+    kubeconfig: Path, cluster: tuple[client.CoreV1Api, Any, str]
+) -> None:
+    core, _, namespace = cluster
+    _pod(core, namespace, "solo", 1, {})  # no PodGroup: it gets a group of its own
+    command = [sys.executable, "-m", "tidegate.cli.main", "kube", "--kubeconfig", str(kubeconfig), "--cycles", "1"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "cycle 1: 1 bound, 0 evicted" in done.stdout
+    assert _placed(core, namespace) == {"solo": ("idc-0", "0")}

@@ -1,0 +1,194 @@
+"""`ClusterScheduler` against an in-memory API server: what it reads, what it hands the scheduler again,
+and what it writes back (bindings with GPU cards, PodGroup status, evictions). The same class against a
+real kube-apiserver is in test_kube_apiserver.py."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import yaml
+
+from tidegate.kube.scheduler import ClusterScheduler
+from tidegate.model.objects import PluginOption, SchedulerConfiguration, Tier
+
+CLUSTER = """
+apiVersion: v1
+kind: Node
+metadata: {name: idc-0, labels: {volcano.sh/node-type: idc}}
+status: {allocatable: {cpu: "32", memory: 256Gi, nvidia.com/gpu: "4", pods: "110"}}
+---
+apiVersion: v1
+kind: Node
+metadata: {name: cloud-0, labels: {volcano.sh/node-type: cloud-spot}}
+spec: {taints: [{key: cloud.provider, value: aliyun, effect: NoSchedule}]}
+status: {allocatable: {cpu: "32", memory: 256Gi, nvidia.com/gpu: "4", pods: "110"}}
+---
+apiVersion: scheduling.volcano.sh/v1beta1
+kind: Queue
+metadata: {name: default}
+spec: {weight: 1}
+"""
+
+
+def group(name: str, members: int, queue: str = "default") -> str:
+    return f"""
+apiVersion: scheduling.volcano.sh/v1beta1
+kind: PodGroup
+metadata: {{name: {name}, namespace: default}}
+spec: {{minMember: {members}, queue: {queue}}}
+status: {{phase: Pending}}
+"""
+
+
+def pod(name: str, gpus: int, group_name: str = "", scheduler: str = "volcano", node: str = "", extra: str = "") -> str:
+    annotations = f"annotations: {{scheduling.k8s.io/group-name: {group_name}}}" if group_name else ""
+    bound = f"nodeName: {node}" if node else ""
+    return f"""
+apiVersion: v1
+kind: Pod
+metadata: {{name: {name}, namespace: default, {annotations}}}
+spec:
+  schedulerName: {scheduler}
+  {bound}
+  {extra}
+  containers: [{{name: main, resources: {{requests: {{cpu: "1", nvidia.com/gpu: "{gpus}"}}}}}}]
+status: {{phase: Pending}}
+"""
+
+
+class FakeApi:
+    """The API server's objects as documents; a bind sets the pod's nodeName, as the real one does."""
+
+    def __init__(self, text: str) -> None:
+        self.docs: list[dict[str, Any]] = [d for d in yaml.safe_load_all(text) if d]
+        self.binds: list[tuple[str, str, str]] = []
+        self.statuses: list[tuple[str, str, str]] = []
+        self.evicted: list[str] = []
+
+    def add(self, text: str) -> None:
+        self.docs += [d for d in yaml.safe_load_all(text) if d]
+
+    def _find(self, kind: str, name: str) -> dict[str, Any]:
+        return next(d for d in self.docs if d["kind"] == kind and d["metadata"]["name"] == name)
+
+    def list_objects(self) -> list[dict[str, Any]]:
+        return copy.deepcopy(self.docs)
+
+    def bind(self, namespace: str, pod: str, node: str, gpu_index: str) -> None:
+        found = self._find("Pod", pod)
+        found["spec"]["nodeName"] = node
+        if gpu_index:
+            found["metadata"].setdefault("annotations", {})["volcano.sh/gpu-index"] = gpu_index
+        self.binds.append((pod, node, gpu_index))
+
+    def set_group_status(self, namespace: str, name: str, phase: str, message: str) -> None:
+        self._find("PodGroup", name)["status"] = {"phase": phase}
+        self.statuses.append((name, phase, message))
+
+    def evict(self, namespace: str, pod: str) -> None:
+        self.docs.remove(self._find("Pod", pod))
+        self.evicted.append(pod)
+
+
+def test_a_gang_is_bound_whole_with_its_cards_and_its_podgroup_marked_running() -> None:
+    api = FakeApi(CLUSTER + "---" + group("train", 2) + "---" + pod("w0", 2, "train") + "---" + pod("w1", 2, "train"))
+    scheduler = ClusterScheduler(api)
+    scheduler.step(0.0)
+    assert sorted(api.binds) == [("w0", "idc-0", "0,1"), ("w1", "idc-0", "2,3")]  # local first: the cloud is tainted
+    assert api.statuses == [("train", "Running", "")]
+    scheduler.step(1.0)  # read back bound: nothing is bound again, nothing rewritten
+    assert len(api.binds) == 2 and len(api.statuses) == 1
+
+
+def test_a_gang_that_does_not_fit_is_not_bound_at_all_and_says_why() -> None:
+    gang = group("big", 3) + "".join("---" + pod(f"w{i}", 2, "big") for i in range(3))
+    api = FakeApi(CLUSTER + "---" + gang)
+    ClusterScheduler(api).step(0.0)
+    assert api.binds == []
+    ((name, phase, message),) = api.statuses
+    assert (name, phase) == ("big", "Inqueue") and message
+
+
+def test_pods_of_other_schedulers_take_their_room_and_theirs_are_left_alone() -> None:
+    others = pod("theirs", 3, scheduler="default-scheduler", node="idc-0") + "---" + pod("unbound", 1, scheduler="x")
+    api = FakeApi(CLUSTER + "---" + others + "---" + pod("ours", 2))
+    ClusterScheduler(api).step(0.0)
+    assert api.binds == []  # 1 GPU left locally, and ours does not tolerate the cloud
+    assert [d["metadata"]["name"] for d in api.docs if d["kind"] == "Pod" and "nodeName" not in d["spec"]] == [
+        "unbound",
+        "ours",
+    ]
+
+
+def test_a_pod_tolerating_the_cloud_lands_there_once_the_idc_is_full() -> None:
+    tolerant = "tolerations: [{key: cloud.provider, operator: Exists, effect: NoSchedule}]"
+    api = FakeApi(CLUSTER + "---" + pod("a", 4, extra=tolerant) + "---" + pod("b", 4, extra=tolerant))
+    ClusterScheduler(api).step(0.0)
+    assert sorted((p, n) for p, n, _ in api.binds) == [("a", "idc-0"), ("b", "cloud-0")]
+
+
+def test_changes_between_cycles_are_read_a_new_queue_a_finished_pod_a_new_node() -> None:
+    api = FakeApi(CLUSTER + "---" + pod("a", 4) + "---" + pod("b", 4))
+    scheduler = ClusterScheduler(api)
+    scheduler.step(0.0)
+    assert [p for p, _, _ in api.binds] == ["a"]
+    api._find("Pod", "a")["status"]["phase"] = "Succeeded"  # its kubelet reports it done
+    scheduler.step(1.0)
+    assert [(p, n) for p, n, _ in api.binds] == [("a", "idc-0"), ("b", "idc-0")]
+    api.add("""
+apiVersion: scheduling.volcano.sh/v1beta1
+kind: Queue
+metadata: {name: prod}
+spec: {weight: 2}
+---
+apiVersion: v1
+kind: Node
+metadata: {name: idc-1, labels: {volcano.sh/node-type: idc}}
+status: {allocatable: {cpu: "32", memory: 256Gi, nvidia.com/gpu: "4", pods: "110"}}
+""")
+    api.add(group("p", 1, "prod") + "---" + pod("c", 4, "p"))
+    scheduler.step(2.0)
+    assert api.binds[-1][:2] == ("c", "idc-1")
+
+
+def test_objects_it_cannot_read_are_reported_and_the_rest_is_scheduled() -> None:
+    bad = pod("bad", 1).replace('nvidia.com/gpu: "1"', 'nvidia.com/gpu: "lots"')
+    api = FakeApi(CLUSTER + "---" + bad + "---" + pod("good", 1))
+    scheduler = ClusterScheduler(api)
+    scheduler.step(0.0)
+    assert [p for p, _, _ in api.binds] == ["good"]
+    (problem,) = scheduler.problems
+    assert "kube-apiserver: document 3: Pod/bad" in problem and "nvidia.com/gpu" in problem
+
+
+def test_reclaim_deletes_the_borrowed_pod_and_the_next_cycle_binds_the_owner() -> None:
+    queues = """
+apiVersion: scheduling.volcano.sh/v1beta1
+kind: Queue
+metadata: {name: prod}
+spec: {weight: 1, reclaimable: true}
+---
+apiVersion: scheduling.volcano.sh/v1beta1
+kind: Queue
+metadata: {name: dev}
+spec: {weight: 1, reclaimable: true}
+"""
+    reclaiming = SchedulerConfiguration(
+        actions=("enqueue", "allocate", "reclaim", "backfill"),
+        tiers=(
+            Tier((PluginOption("priority"), PluginOption("gang"))),
+            Tier((PluginOption("predicates"), PluginOption("proportion"), PluginOption("nodeorder"))),
+        ),
+    )
+    idc = CLUSTER.split("---")[0]  # the IDC node alone: 4 GPUs
+    api = FakeApi(idc + "---" + queues + "---" + group("d0", 1, "dev") + "---" + pod("d0-0", 2, "d0"))
+    api.add(group("d1", 1, "dev") + "---" + pod("d1-0", 2, "d1"))
+    scheduler = ClusterScheduler(api, reclaiming)
+    scheduler.step(0.0)  # dev borrows prod's idle half
+    assert sorted(p for p, _, _ in api.binds) == ["d0-0", "d1-0"]
+    api.add(group("urgent", 1, "prod") + "---" + pod("urgent-0", 2, "urgent"))
+    decisions = scheduler.step(1.0)
+    assert len(api.evicted) == 1 and api.evicted[0].startswith("d") and decisions.evictions
+    scheduler.step(2.0)  # the evicted pod is gone from the API server: its room is the owner's
+    assert api.binds[-1][:2] == ("urgent-0", "idc-0")

@@ -1,0 +1,72 @@
+"""`tidegate kube`: schedule a real Kubernetes cluster's Volcano PodGroups, in the place of vc-scheduler."""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from tidegate.cli.output import fail, warn
+from tidegate.model.errors import ManifestErrors
+from tidegate.model.manifests import load_manifests
+from tidegate.model.objects import SchedulerConfiguration
+
+
+def kube(
+    kubeconfig: Annotated[
+        str | None,
+        typer.Option("--kubeconfig", help="Kubeconfig of the cluster; without it, the pod's service account."),
+    ] = None,
+    context: Annotated[str | None, typer.Option("--context", help="Context of the kubeconfig to use.")] = None,
+    config: Annotated[
+        str | None, typer.Option("--config", help="A file holding a SchedulerConfiguration (actions, tiers).")
+    ] = None,
+    scheduler_name: Annotated[
+        str, typer.Option("--scheduler-name", help="Schedule the pods whose spec.schedulerName is this.")
+    ] = "volcano",
+    period: Annotated[
+        float, typer.Option("--period", min=0.001, help="Seconds between cycles (Volcano's schedulePeriod).")
+    ] = 1.0,
+    cycles: Annotated[int, typer.Option("--cycles", min=0, help="Stop after this many cycles (0: never).")] = 0,
+) -> None:
+    """Schedule a Kubernetes cluster: bind its Volcano PodGroups' pods, write their status (see docs/kube.md)."""
+    from tidegate.kube.api import KubeApi  # the Kubernetes client loads only here
+    from tidegate.kube.scheduler import ClusterScheduler
+
+    console, err = Console(), Console(stderr=True)
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    configuration = SchedulerConfiguration()
+    if config is not None:
+        ms = load_manifests([config])
+        try:
+            ms.raise_for_errors()
+        except ManifestErrors as exc:
+            fail(err, exc.errors)
+            raise typer.Exit(1) from exc
+        warn(err, ms.warnings)
+        if not ms.configurations:
+            fail(err, [f"{config}: no SchedulerConfiguration in it"])
+            raise typer.Exit(1)
+        configuration = ms.configurations[0]
+    scheduler = ClusterScheduler(KubeApi(kubeconfig, context), configuration, scheduler_name)
+    console.print(f"tidegate: scheduling pods of schedulerName {scheduler_name}, a cycle every {period:g} s")
+    done = 0
+    while True:
+        started = time.monotonic()
+        try:
+            decisions = scheduler.step(time.time())
+            if decisions.binds or decisions.evictions:
+                console.print(
+                    f"cycle {scheduler.cycles}: {len(decisions.binds)} bound, {len(decisions.evictions)} evicted",
+                    highlight=False,
+                )
+        except Exception as exc:  # the loop outlives a bad cycle (the API server away, say)
+            logging.getLogger("tidegate.kube").exception("cycle failed")
+            err.print(f"cycle failed: {type(exc).__name__}: {exc}", highlight=False)
+        done += 1
+        if cycles and done >= cycles:
+            return
+        time.sleep(max(period - (time.monotonic() - started), 0.0))

@@ -1,0 +1,116 @@
+"""What tidegate reads from and writes to a Kubernetes API server when it schedules a real cluster.
+
+Reads are plain JSON lists (the official client with `_preload_content=False`: no model objects, and the
+same documents `tidegate.model.manifests` parses from files). Writes are what Volcano's scheduler writes:
+a pod's GPU cards (annotation `volcano.sh/gpu-index`) and its Binding, a PodGroup's `status.phase` and
+conditions, and the deletion of a pod evicted by preempt or reclaim.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any, Protocol
+
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+
+from tidegate.model.objects import GPU_INDEX_ANNOTATION
+
+VOLCANO_GROUP, VOLCANO_VERSION = "scheduling.volcano.sh", "v1beta1"
+PRIORITY = "PriorityClass"
+
+
+class ClusterApi(Protocol):
+    """The cluster as the scheduler sees it (a real API server, or a fake in tests)."""
+
+    def list_objects(self) -> list[dict[str, Any]]:
+        """Nodes, PriorityClasses, Queues, PodGroups and Pods, each with its apiVersion and kind."""
+        ...
+
+    def bind(self, namespace: str, pod: str, node: str, gpu_index: str) -> None:
+        """Bind the pod to the node (its GPU cards first, when it has some)."""
+        ...
+
+    def set_group_status(self, namespace: str, name: str, phase: str, message: str) -> None:
+        """Write a PodGroup's phase and, while it cannot be placed, why (condition Unschedulable)."""
+        ...
+
+    def evict(self, namespace: str, pod: str) -> None:
+        """Delete an evicted pod (its controller recreates it, as its job's policies say)."""
+        ...
+
+
+class KubeApi:
+    """ClusterApi over the official Python client, from a kubeconfig (or in-cluster service account)."""
+
+    def __init__(self, kubeconfig: str | None = None, context: str | None = None) -> None:
+        if kubeconfig:
+            api_client = config.new_client_from_config(config_file=kubeconfig, context=context)  # type: ignore[no-untyped-call]
+        else:
+            config.load_incluster_config()  # type: ignore[no-untyped-call]
+            api_client = client.ApiClient()
+        self.core = client.CoreV1Api(api_client)
+        self.scheduling = client.SchedulingV1Api(api_client)
+        self.custom = client.CustomObjectsApi(api_client)
+
+    def list_objects(self) -> list[dict[str, Any]]:
+        volcano = f"{VOLCANO_GROUP}/{VOLCANO_VERSION}"
+        return [
+            *_items(self.core.list_node(_preload_content=False), "v1", "Node"),
+            *_items(
+                self.scheduling.list_priority_class(_preload_content=False), "scheduling.k8s.io/v1", "PriorityClass"
+            ),
+            *_items(self._custom("queues"), volcano, "Queue"),
+            *_items(self._custom("podgroups"), volcano, "PodGroup"),
+            *_items(self.core.list_pod_for_all_namespaces(_preload_content=False), "v1", "Pod"),
+        ]
+
+    def _custom(self, plural: str) -> Any:
+        return self.custom.list_cluster_custom_object(VOLCANO_GROUP, VOLCANO_VERSION, plural, _preload_content=False)
+
+    def bind(self, namespace: str, pod: str, node: str, gpu_index: str) -> None:
+        if gpu_index:
+            patch = {"metadata": {"annotations": {GPU_INDEX_ANNOTATION: gpu_index}}}
+            self.core.patch_namespaced_pod(pod, namespace, patch)
+        binding = client.V1Binding(
+            metadata=client.V1ObjectMeta(name=pod, namespace=namespace),
+            target=client.V1ObjectReference(api_version="v1", kind="Node", name=node),
+        )
+        # the client raises on reading a successful bind's answer (kubernetes-client/python#547): not read
+        self.core.create_namespaced_pod_binding(pod, namespace, binding, _preload_content=False)
+
+    def set_group_status(self, namespace: str, name: str, phase: str, message: str) -> None:
+        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        status: dict[str, Any] = {"phase": phase}
+        if message:
+            status["conditions"] = [
+                {
+                    "type": "Unschedulable",
+                    "status": "True",
+                    "reason": "NotEnoughResources",
+                    "message": message,
+                    "lastTransitionTime": now,
+                }
+            ]
+        body = {"status": status}
+        args = (VOLCANO_GROUP, VOLCANO_VERSION, namespace, "podgroups", name, body)
+        try:
+            self.custom.patch_namespaced_custom_object_status(*args)
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+            self.custom.patch_namespaced_custom_object(*args)  # a CRD without the status subresource
+
+    def evict(self, namespace: str, pod: str) -> None:
+        try:
+            self.core.delete_namespaced_pod(pod, namespace)
+        except ApiException as exc:
+            if exc.status != 404:  # already gone
+                raise
+
+
+def _items(response: Any, api_version: str, kind: str) -> list[dict[str, Any]]:
+    """A list call's items as plain documents (list items carry no apiVersion or kind of their own)."""
+    data = json.loads(response.data)
+    return [{**item, "apiVersion": api_version, "kind": kind} for item in data.get("items") or ()]

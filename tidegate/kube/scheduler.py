@@ -1,0 +1,183 @@
+"""tidegate as a real Kubernetes cluster's batch scheduler, in the place of Volcano's vc-scheduler.
+
+Every period it reads the cluster (Nodes, PriorityClasses, Volcano Queues and PodGroups, Pods), hands
+what changed to the same `OnlineScheduler` the simulator and `tidegate serve` drive, runs a cycle and writes
+the decisions back: Bindings (with `volcano.sh/gpu-index` for GPU pods), PodGroup phases with an
+Unschedulable condition saying why a group waits, and the deletion of pods evicted by preempt or reclaim.
+
+It schedules the pods whose `spec.schedulerName` is its own (`volcano` by default, so vcjobs created by
+Volcano's job controller need no change); pods bound by other schedulers take their room on their nodes.
+A pod that names no PodGroup gets a one-pod group, as Volcano's controller gives it. State is the API
+server's: a restarted scheduler reads it back, so nothing is kept locally.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+
+from tidegate.kube.api import ClusterApi
+from tidegate.model.expand import workload_from
+from tidegate.model.manifests import ManifestSet, gpu_index, load_objects
+from tidegate.model.objects import Node, Pod, PodGroup, PodGroupPhase, PodPhase, Queue, SchedulerConfiguration
+from tidegate.model.resources import Resources
+from tidegate.scheduler.online import OnlineScheduler
+from tidegate.scheduler.snapshot import Decisions
+
+_log = logging.getLogger(__name__)
+#: What the objects read from the API server are called in errors.
+SOURCE = "kube-apiserver"
+FINISHED = (PodPhase.SUCCEEDED, PodPhase.FAILED)
+
+
+@dataclass(frozen=True, slots=True)
+class _Seen:
+    """What a group looked like when it was handed to the scheduler: a change means handing it again."""
+
+    group: tuple[object, ...]
+    pods: tuple[tuple[object, ...], ...]
+
+
+def _seen(group: PodGroup, pods: Sequence[Pod]) -> _Seen:
+    return _Seen(
+        (group.queue, group.min_member, group.min_resources, group.priority),
+        tuple((p.key, p.node_name, p.phase, p.requests, p.gpu_indices) for p in pods),
+    )
+
+
+class ClusterScheduler:
+    """One cluster, one `OnlineScheduler`: `step(now)` reads the cluster, runs a cycle and writes it back."""
+
+    def __init__(
+        self, api: ClusterApi, config: SchedulerConfiguration | None = None, scheduler_name: str = "volcano"
+    ) -> None:
+        self.api = api
+        self.config = config or SchedulerConfiguration()
+        self.scheduler_name = scheduler_name
+        self.core: OnlineScheduler | None = None
+        self._queues: dict[str, Queue] = {}
+        self._nodes: dict[str, Node] = {}
+        self._groups: dict[str, _Seen] = {}
+        #: PodGroups that exist in the API server (bare pods' groups do not), and the status last written.
+        self._declared: set[str] = set()
+        self._written: dict[str, tuple[str, str]] = {}
+        self.cycles = 0
+        #: Objects the last read could not use, as messages (file#document kind/name field: problem).
+        self.problems: list[str] = []
+
+    def step(self, now: float) -> Decisions:
+        """Read the cluster, schedule, write the decisions. Returns the cycle's decisions."""
+        ms = _usable(load_objects(self.api.list_objects(), SOURCE))
+        self.problems = [str(error) for error in ms.errors]
+        core = self._reconcile(ms)
+        for problem in self.problems:
+            _log.warning("skipped: %s", problem)
+        decisions = core.cycle(now)
+        self.cycles += 1
+        self._write(core, decisions)
+        return decisions
+
+    # -- reading ------------------------------------------------------------------------------------
+    def _reconcile(self, ms: ManifestSet) -> OnlineScheduler:
+        ours = [pod for pod in ms.pods if pod.scheduler_name == self.scheduler_name]
+        nodes = _with_others_taken(ms.nodes, [pod for pod in ms.pods if pod.scheduler_name != self.scheduler_name])
+        queues = {queue.name: queue for queue in ms.queues}
+        core = self.core
+        if core is None or queues.keys() != self._queues.keys():  # a queue added or removed: start afresh
+            core = self.core = OnlineScheduler(nodes, list(queues.values()), self.config)
+            self._queues, self._nodes, self._groups = queues, {n.name: n for n in nodes}, {}
+        else:
+            for name, queue in queues.items():
+                if queue != self._queues[name]:
+                    core.set_queue(queue)
+            self._queues = queues
+            current = {node.name: node for node in nodes}
+            gone = [name for name in self._nodes if name not in current]
+            if gone:
+                core.remove_nodes(gone)
+            changed = [node for name, node in current.items() if self._nodes.get(name) != node]
+            if changed:
+                core.add_nodes(changed)
+            self._nodes = current
+        workload = workload_from(ManifestSet(podgroups=ms.podgroups, pods=ours, priority_classes=ms.priority_classes))
+        self.problems += [str(error) for error in workload.errors]
+        self._declared = {group.key for group in ms.podgroups}
+        groups: dict[str, _Seen] = {}
+        for group in workload.groups:
+            pods = workload.pods_by_group[group.key]
+            if not pods or group.queue not in queues:
+                continue  # nothing to place yet, or a queue that does not exist (the group waits for it)
+            seen = _seen(group, pods)
+            groups[group.key] = seen
+            before = self._groups.get(group.key)
+            if before == seen:
+                continue
+            if before is not None:
+                core.remove_group(group.key)
+            core.add_group(group, pods)
+        for key in self._groups.keys() - groups.keys():
+            core.remove_group(key)
+        self._groups = groups
+        return core
+
+    # -- writing ------------------------------------------------------------------------------------
+    def _write(self, core: OnlineScheduler, decisions: Decisions) -> None:
+        for bind in decisions.binds:
+            namespace, _, name = bind.pod.partition("/")
+            try:
+                self.api.bind(namespace, name, bind.node, gpu_index(bind.gpu_indices) or "")
+            except Exception:  # the pod went or was bound meanwhile: the next read says how things are
+                _log.exception("binding %s to %s failed", bind.pod, bind.node)
+                self._groups.pop(self._group_of(core, bind.pod), None)  # hand its group again next time
+        for eviction in decisions.evictions:
+            namespace, _, name = eviction.pod.partition("/")
+            try:
+                self.api.evict(namespace, name)
+            except Exception:
+                _log.exception("evicting %s failed", eviction.pod)
+        for status in decisions.groups:
+            if status.group not in self._declared:
+                continue  # a bare pod's group: not an object of the API server
+            reason = "" if status.phase is PodGroupPhase.RUNNING else core.pending_reason(status.group)
+            wanted = (status.phase.value, reason)
+            if self._written.get(status.group) == wanted:
+                continue
+            namespace, _, name = status.group.partition("/")
+            try:
+                self.api.set_group_status(namespace, name, *wanted)
+                self._written[status.group] = wanted
+            except Exception:
+                _log.exception("writing the status of PodGroup %s failed", status.group)
+
+    @staticmethod
+    def _group_of(core: OnlineScheduler, pod: str) -> str:
+        task = core.ssn.tasks.get(pod)
+        return task.job.key if task is not None else ""
+
+
+def _usable(ms: ManifestSet) -> ManifestSet:
+    """The objects read without error: one with a bad field is left out whole (not read with a default),
+    and its error stays in `errors`."""
+    bad = {error.source for error in ms.errors}
+    if bad:
+        ms.nodes = [obj for obj in ms.nodes if obj.source not in bad]
+        ms.queues = [obj for obj in ms.queues if obj.source not in bad]
+        ms.podgroups = [obj for obj in ms.podgroups if obj.source not in bad]
+        ms.pods = [obj for obj in ms.pods if obj.source not in bad]
+        ms.priority_classes = [obj for obj in ms.priority_classes if obj.source not in bad]
+    return ms
+
+
+def _with_others_taken(nodes: Sequence[Node], others: Sequence[Pod]) -> list[Node]:
+    """Nodes with the room that pods of other schedulers hold taken away (bound and not finished)."""
+    taken: dict[str, Resources] = {}
+    for pod in others:
+        if pod.node_name and pod.phase not in FINISHED:
+            taken[pod.node_name] = taken.get(pod.node_name, Resources()) + pod.requests
+    return [_less(node, taken[node.name]) if node.name in taken else node for node in nodes]
+
+
+def _less(node: Node, used: Mapping[str, int]) -> Node:
+    left = {name: max(amount - used.get(name, 0), 0) for name, amount in node.allocatable.items()}
+    return replace(node, allocatable=Resources(left))
