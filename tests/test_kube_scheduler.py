@@ -8,7 +8,9 @@ import copy
 from typing import Any
 
 import yaml
+from prometheus_client import CollectorRegistry, generate_latest
 
+from tidegate.kube.metrics import SchedulerCollector
 from tidegate.kube.scheduler import ClusterScheduler
 from tidegate.model.objects import PluginOption, SchedulerConfiguration, Tier
 
@@ -192,3 +194,31 @@ spec: {weight: 1, reclaimable: true}
     assert len(api.evicted) == 1 and api.evicted[0].startswith("d") and decisions.evictions
     scheduler.step(2.0)  # the evicted pod is gone from the API server: its room is the owner's
     assert api.binds[-1][:2] == ("urgent-0", "idc-0")
+
+
+def test_pending_seconds_count_waiting_groups_not_pinned_and_reach_the_metrics() -> None:
+    queues = """
+apiVersion: scheduling.volcano.sh/v1beta1
+kind: Queue
+metadata: {name: hybrid}
+spec: {weight: 1}
+---
+apiVersion: scheduling.volcano.sh/v1beta1
+kind: Queue
+metadata: {name: dev}
+spec: {weight: 1, parent: hybrid}
+"""
+    created = "creationTimestamp: '1970-01-01T00:01:40Z'"  # 100 s
+    pinned = 'nodeSelector: {"volcano.sh/node-type": idc}'
+    waiting = group("wait", 1, "dev").replace("namespace: default", f"namespace: default, {created}")
+    api = FakeApi(CLUSTER + "---" + queues + "---" + waiting + "---" + pod("wait-0", 8, "wait"))
+    api.add(group("pin", 1, "dev").replace("namespace: default", f"namespace: default, {created}"))
+    api.add(pod("pin-0", 8, "pin", extra=pinned))
+    scheduler = ClusterScheduler(api)
+    scheduler.step(130.0)
+    assert scheduler.pending_seconds(130.0) == {"default": 0.0, "hybrid": 30.0, "dev": 30.0}
+    registry = CollectorRegistry()
+    registry.register(SchedulerCollector(scheduler))
+    text = generate_latest(registry).decode()
+    assert "tidegate_scheduling_cycles_total 1.0" in text and "tidegate_pods_bound_total 0.0" in text
+    assert 'volcano_queue_pending_jobs_duration_seconds{queue="dev"}' in text

@@ -31,9 +31,13 @@ def kube(
         float, typer.Option("--period", min=0.001, help="Seconds between cycles (Volcano's schedulePeriod).")
     ] = 1.0,
     cycles: Annotated[int, typer.Option("--cycles", min=0, help="Stop after this many cycles (0: never).")] = 0,
+    metrics_port: Annotated[
+        int, typer.Option("--metrics-port", min=0, max=65535, help="Serve Prometheus /metrics on this port (0: off).")
+    ] = 0,
 ) -> None:
     """Schedule a Kubernetes cluster: bind its Volcano PodGroups' pods, write their status (see docs/kube.md)."""
     from tidegate.kube.api import KubeApi  # the Kubernetes client loads only here
+    from tidegate.kube.metrics import serve_metrics
     from tidegate.kube.scheduler import ClusterScheduler
 
     console, err = Console(), Console(stderr=True)
@@ -52,6 +56,9 @@ def kube(
             raise typer.Exit(1)
         configuration = ms.configurations[0]
     scheduler = ClusterScheduler(KubeApi(kubeconfig, context), configuration, scheduler_name)
+    if metrics_port:
+        serve_metrics(scheduler, metrics_port)
+        console.print(f"tidegate: metrics on http://0.0.0.0:{metrics_port}/metrics")
     console.print(f"tidegate: scheduling pods of schedulerName {scheduler_name}, a cycle every {period:g} s")
     done = 0
     while True:
@@ -64,6 +71,7 @@ def kube(
                     highlight=False,
                 )
         except Exception as exc:  # the loop outlives a bad cycle (the API server away, say)
+            scheduler.failed_cycles += 1
             logging.getLogger("tidegate.kube").exception("cycle failed")
             err.print(f"cycle failed: {type(exc).__name__}: {exc}", highlight=False)
         done += 1

@@ -14,9 +14,12 @@ server's: a restarted scheduler reads it back, so nothing is kept locally.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
+from tidegate.fleet.pool import pinned_to_idc
+from tidegate.fleet.scaling import QueueTree
 from tidegate.kube.api import ClusterApi
 from tidegate.model.expand import workload_from
 from tidegate.model.manifests import ManifestSet, gpu_index, load_objects
@@ -63,11 +66,17 @@ class ClusterScheduler:
         self._declared: set[str] = set()
         self._written: dict[str, tuple[str, str]] = {}
         self.cycles = 0
+        #: Pods bound and evicted since start, and how long the last step took (seconds).
+        self.bound = self.evicted = 0
+        #: Steps that raised (counted by the loop that runs them).
+        self.failed_cycles = 0
+        self.last_step_s = 0.0
         #: Objects the last read could not use, as messages (file#document kind/name field: problem).
         self.problems: list[str] = []
 
     def step(self, now: float) -> Decisions:
         """Read the cluster, schedule, write the decisions. Returns the cycle's decisions."""
+        started = time.perf_counter()
         ms = _usable(load_objects(self.api.list_objects(), SOURCE))
         self.problems = [str(error) for error in ms.errors]
         core = self._reconcile(ms)
@@ -76,7 +85,21 @@ class ClusterScheduler:
         decisions = core.cycle(now)
         self.cycles += 1
         self._write(core, decisions)
+        self.bound += len(decisions.binds)
+        self.evicted += len(decisions.evictions)
+        self.last_step_s = time.perf_counter() - started
         return decisions
+
+    def pending_seconds(self, now: float) -> dict[str, float]:
+        """volcano_queue_pending_jobs_duration_seconds as the simulator and `tidegate serve` define it: per
+        queue, the seconds its waiting groups not pinned to the IDC have waited since they were created,
+        summed, a parent queue adding its children's. What an HPA scaling a virtual-kubelet pool reads
+        (through a Prometheus adapter)."""
+        own: dict[str, float] = {}
+        for job in self.core.waiting.values() if self.core is not None else ():
+            if not any(pinned_to_idc(task.pod) for task in job.tasks):
+                own[job.group.queue] = own.get(job.group.queue, 0.0) + max(now - job.group.created, 0.0)
+        return QueueTree(self._queues.values()).totals(own)
 
     # -- reading ------------------------------------------------------------------------------------
     def _reconcile(self, ms: ManifestSet) -> OnlineScheduler:
@@ -103,6 +126,7 @@ class ClusterScheduler:
         workload = workload_from(ManifestSet(podgroups=ms.podgroups, pods=ours, priority_classes=ms.priority_classes))
         self.problems += [str(error) for error in workload.errors]
         self._declared = {group.key for group in ms.podgroups}
+        self._written = {key: status for key, status in self._written.items() if key in self._declared}
         groups: dict[str, _Seen] = {}
         for group in workload.groups:
             pods = workload.pods_by_group[group.key]
