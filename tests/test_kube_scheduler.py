@@ -222,3 +222,21 @@ spec: {weight: 1, parent: hybrid}
     text = generate_latest(registry).decode()
     assert "tidegate_scheduling_cycles_total 1.0" in text and "tidegate_pods_bound_total 0.0" in text
     assert 'volcano_queue_pending_jobs_duration_seconds{queue="dev"}' in text
+
+
+def test_a_bind_the_api_server_refuses_is_retried_from_what_it_says_next() -> None:
+    api = FakeApi(CLUSTER + "---" + pod("a", 2))
+    refused = [True]
+    bind = api.bind
+
+    def flaky(namespace: str, name: str, node: str, gpu_index: str) -> None:
+        if refused.pop() if refused else False:
+            raise RuntimeError("conflict")
+        bind(namespace, name, node, gpu_index)
+
+    api.bind = flaky  # type: ignore[method-assign]
+    scheduler = ClusterScheduler(api)
+    scheduler.step(0.0)
+    assert api.binds == []
+    scheduler.step(1.0)
+    assert [(p, n) for p, n, _ in api.binds] == [("a", "idc-0")]

@@ -153,7 +153,9 @@ class ClusterScheduler:
                 self.api.bind(namespace, name, bind.node, gpu_index(bind.gpu_indices) or "")
             except Exception:  # the pod went or was bound meanwhile: the next read says how things are
                 _log.exception("binding %s to %s failed", bind.pod, bind.node)
-                self._groups.pop(self._group_of(core, bind.pod), None)  # hand its group again next time
+                key = self._group_of(core, bind.pod)
+                if self._groups.pop(key, None) is not None:  # its group is handed afresh at the next read
+                    core.remove_group(key)
         for eviction in decisions.evictions:
             namespace, _, name = eviction.pod.partition("/")
             try:
