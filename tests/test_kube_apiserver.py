@@ -163,3 +163,11 @@ def test_tidegate_kube_schedules_the_cluster_from_the_command_line(
     assert done.returncode == 0, done.stderr
     assert "cycle 1: 1 bound, 0 evicted" in done.stdout
     assert _placed(core, namespace) == {"solo": ("idc-0", "0")}
+
+
+def test_the_kube_cycle_benchmark_runs_and_binds_every_waiting_group() -> None:
+    from bench.kube_cycle import run
+
+    rows, bound = run(nodes=3, running=4, pending=2, repeat=1)
+    assert bound == 2 and rows[0][0] == "list (read the cluster)"
+    assert all(seconds > 0 for _, seconds in rows)

@@ -11,6 +11,7 @@ import yaml
 from prometheus_client import CollectorRegistry, generate_latest
 
 from tidegate.kube.metrics import SchedulerCollector
+from tidegate.kube.reading import ObjectCache
 from tidegate.kube.scheduler import ClusterScheduler
 from tidegate.model.objects import PluginOption, SchedulerConfiguration, Tier
 
@@ -240,3 +241,30 @@ def test_a_bind_the_api_server_refuses_is_retried_from_what_it_says_next() -> No
     assert api.binds == []
     scheduler.step(1.0)
     assert [(p, n) for p, n, _ in api.binds] == [("a", "idc-0")]
+
+
+def _versioned(text: str) -> list[dict[str, Any]]:
+    docs = [d for d in yaml.safe_load_all(text) if d]
+    for i, doc in enumerate(docs):
+        doc["metadata"].update(uid=f"u{i}", resourceVersion="1")
+    return docs
+
+
+def test_the_reader_parses_an_object_again_only_when_its_version_or_the_priority_classes_change() -> None:
+    classes = "\napiVersion: scheduling.k8s.io/v1\nkind: PriorityClass\nmetadata: {name: high}\nvalue: 1000\n"
+    docs = _versioned(CLUSTER + "---" + classes + "---" + pod("a", 1, extra="priorityClassName: high"))
+    reader = ObjectCache()
+    first = reader.read(docs)
+    assert reader.parsed == 5 and first.pods[0].priority == 1000
+    again = reader.read(copy.deepcopy(docs))
+    assert reader.parsed == 1 and again.pods[0] is first.pods[0]  # only the PriorityClass, always read
+    docs[4]["spec"]["containers"][0]["resources"]["requests"]["nvidia.com/gpu"] = "lots"
+    docs[4]["metadata"]["resourceVersion"] = "2"
+    broken = reader.read(docs)
+    assert reader.parsed == 2 and broken.pods == [] and "Pod/a" in str(broken.errors[0])
+    assert broken.errors[0].source.index == 4  # its place in the listing
+    docs[3]["value"], docs[3]["metadata"]["resourceVersion"] = 5, "2"
+    docs[4]["spec"]["containers"][0]["resources"]["requests"]["nvidia.com/gpu"] = "1"
+    docs[4]["metadata"]["resourceVersion"] = "3"
+    fixed = reader.read(docs)
+    assert reader.parsed == 5 and fixed.pods[0].priority == 5 and not fixed.errors

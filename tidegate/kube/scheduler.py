@@ -15,22 +15,26 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
+from typing import TypeVar
 
 from tidegate.fleet.pool import pinned_to_idc
 from tidegate.fleet.scaling import QueueTree
 from tidegate.kube.api import ClusterApi
+from tidegate.kube.reading import ObjectCache
 from tidegate.model.expand import workload_from
-from tidegate.model.manifests import ManifestSet, gpu_index, load_objects
+from tidegate.model.manifests import ManifestSet, gpu_index
 from tidegate.model.objects import Node, Pod, PodGroup, PodGroupPhase, PodPhase, Queue, SchedulerConfiguration
 from tidegate.model.resources import Resources
 from tidegate.scheduler.online import OnlineScheduler
-from tidegate.scheduler.snapshot import Decisions
+from tidegate.scheduler.snapshot import Bind, Decisions, Evict
 
 _log = logging.getLogger(__name__)
-#: What the objects read from the API server are called in errors.
-SOURCE = "kube-apiserver"
+T = TypeVar("T")
+#: Writes (bindings, PodGroup status, evictions) in flight at once, as Volcano binds in goroutines.
+WRITERS = 8
 FINISHED = (PodPhase.SUCCEEDED, PodPhase.FAILED)
 
 
@@ -59,6 +63,7 @@ class ClusterScheduler:
         self.config = config or SchedulerConfiguration()
         self.scheduler_name = scheduler_name
         self.core: OnlineScheduler | None = None
+        self._reader = ObjectCache()
         self._queues: dict[str, Queue] = {}
         self._nodes: dict[str, Node] = {}
         self._groups: dict[str, _Seen] = {}
@@ -77,7 +82,7 @@ class ClusterScheduler:
     def step(self, now: float) -> Decisions:
         """Read the cluster, schedule, write the decisions. Returns the cycle's decisions."""
         started = time.perf_counter()
-        ms = _usable(load_objects(self.api.list_objects(), SOURCE))
+        ms = self._reader.read(self.api.list_objects())
         self.problems = [str(error) for error in ms.errors]
         core = self._reconcile(ms)
         for problem in self.problems:
@@ -147,34 +152,44 @@ class ClusterScheduler:
 
     # -- writing ------------------------------------------------------------------------------------
     def _write(self, core: OnlineScheduler, decisions: Decisions) -> None:
-        for bind in decisions.binds:
-            namespace, _, name = bind.pod.partition("/")
-            try:
-                self.api.bind(namespace, name, bind.node, gpu_index(bind.gpu_indices) or "")
-            except Exception:  # the pod went or was bound meanwhile: the next read says how things are
-                _log.exception("binding %s to %s failed", bind.pod, bind.node)
+        """Bindings, then evictions, then PodGroup status, each batch written concurrently."""
+        binds = [(bind, gpu_index(bind.gpu_indices) or "") for bind in decisions.binds]
+        for (bind, _), failed in zip(binds, _each(self._bind, binds), strict=True):
+            if failed:  # the pod went or was bound meanwhile: the next read says how things are
+                _log.warning("binding %s to %s failed: %s", bind.pod, bind.node, failed)
                 key = self._group_of(core, bind.pod)
                 if self._groups.pop(key, None) is not None:  # its group is handed afresh at the next read
                     core.remove_group(key)
-        for eviction in decisions.evictions:
-            namespace, _, name = eviction.pod.partition("/")
-            try:
-                self.api.evict(namespace, name)
-            except Exception:
-                _log.exception("evicting %s failed", eviction.pod)
+        for eviction, failed in zip(decisions.evictions, _each(self._evict, decisions.evictions), strict=True):
+            if failed:
+                _log.warning("evicting %s failed: %s", eviction.pod, failed)
+        statuses = []
         for status in decisions.groups:
             if status.group not in self._declared:
                 continue  # a bare pod's group: not an object of the API server
             reason = "" if status.phase is PodGroupPhase.RUNNING else core.pending_reason(status.group)
             wanted = (status.phase.value, reason)
-            if self._written.get(status.group) == wanted:
-                continue
-            namespace, _, name = status.group.partition("/")
-            try:
-                self.api.set_group_status(namespace, name, *wanted)
-                self._written[status.group] = wanted
-            except Exception:
-                _log.exception("writing the status of PodGroup %s failed", status.group)
+            if self._written.get(status.group) != wanted:
+                statuses.append((status.group, wanted))
+        for (key, wanted), failed in zip(statuses, _each(self._set_status, statuses), strict=True):
+            if failed:
+                _log.warning("writing the status of PodGroup %s failed: %s", key, failed)
+            else:
+                self._written[key] = wanted
+
+    def _bind(self, item: tuple[Bind, str]) -> None:
+        bind, cards = item
+        namespace, _, name = bind.pod.partition("/")
+        self.api.bind(namespace, name, bind.node, cards)
+
+    def _evict(self, eviction: Evict) -> None:
+        namespace, _, name = eviction.pod.partition("/")
+        self.api.evict(namespace, name)
+
+    def _set_status(self, item: tuple[str, tuple[str, str]]) -> None:
+        key, (phase, reason) = item
+        namespace, _, name = key.partition("/")
+        self.api.set_group_status(namespace, name, phase, reason)
 
     @staticmethod
     def _group_of(core: OnlineScheduler, pod: str) -> str:
@@ -182,17 +197,20 @@ class ClusterScheduler:
         return task.job.key if task is not None else ""
 
 
-def _usable(ms: ManifestSet) -> ManifestSet:
-    """The objects read without error: one with a bad field is left out whole (not read with a default),
-    and its error stays in `errors`."""
-    bad = {error.source for error in ms.errors}
-    if bad:
-        ms.nodes = [obj for obj in ms.nodes if obj.source not in bad]
-        ms.queues = [obj for obj in ms.queues if obj.source not in bad]
-        ms.podgroups = [obj for obj in ms.podgroups if obj.source not in bad]
-        ms.pods = [obj for obj in ms.pods if obj.source not in bad]
-        ms.priority_classes = [obj for obj in ms.priority_classes if obj.source not in bad]
-    return ms
+def _each(write: Callable[[T], None], items: Sequence[T]) -> list[str]:
+    """Run `write` on every item, up to WRITERS at once; per item, "" or why it failed."""
+
+    def attempt(item: T) -> str:
+        try:
+            write(item)
+            return ""
+        except Exception as exc:  # reported per item; the others go on
+            return f"{type(exc).__name__}: {exc}"
+
+    if len(items) <= 1:
+        return [attempt(item) for item in items]
+    with ThreadPoolExecutor(max_workers=WRITERS, thread_name_prefix="tidegate-write") as pool:
+        return list(pool.map(attempt, items))
 
 
 def _with_others_taken(nodes: Sequence[Node], others: Sequence[Pod]) -> list[Node]:
