@@ -101,6 +101,7 @@ current-context: t
                 process.wait(10)
             except subprocess.TimeoutExpired:
                 process.kill()
+                process.wait()
         for log in logs:
             log.close()
 

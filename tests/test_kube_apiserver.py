@@ -4,9 +4,12 @@ alone; `tidegate kube` does the same from the command line."""
 
 from __future__ import annotations
 
+import hashlib
 import subprocess
 import sys
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +18,7 @@ from kube_apiserver import kube_apiserver
 from kubernetes import client, config
 
 from tidegate.kube.api import KubeApi
+from tidegate.kube.informer import Informer
 from tidegate.kube.scheduler import ClusterScheduler
 
 GROUP, VERSION = "scheduling.volcano.sh", "v1beta1"
@@ -26,12 +30,20 @@ def kubeconfig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         yield path
 
 
+@pytest.fixture(params=[True, False], ids=["watch", "list"])
+def api(kubeconfig: Path, request: pytest.FixtureRequest) -> Iterator[KubeApi]:
+    """The API server as tidegate reads it: followed by watches, or listed every cycle."""
+    kube = KubeApi(str(kubeconfig), watch=request.param)
+    yield kube
+    kube.close()
+
+
 @pytest.fixture
 def cluster(kubeconfig: Path, request: pytest.FixtureRequest) -> Iterator[tuple[client.CoreV1Api, Any, str]]:
     """A namespace of the test's own, two 4-GPU nodes (one tainted cloud node) and a queue; cleaned after."""
     api = config.new_client_from_config(config_file=str(kubeconfig))
     core, custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
-    namespace = request.node.name.replace("_", "-")[:60].strip("-")
+    namespace = "t-" + hashlib.sha1(request.node.nodeid.encode()).hexdigest()[:12]  # namespaces never go away here
     core.create_namespace({"metadata": {"name": namespace}})
     for name, kind, taints in (("idc-0", "idc", []), ("cloud-0", "cloud-spot", [_cloud_taint()])):
         core.create_node(
@@ -122,11 +134,11 @@ def _status(custom: Any, namespace: str, name: str) -> dict[str, Any]:
 
 
 def test_a_gang_is_bound_whole_on_the_idc_with_its_cards_and_its_podgroup_runs(
-    kubeconfig: Path, cluster: tuple[client.CoreV1Api, Any, str]
+    api: KubeApi, cluster: tuple[client.CoreV1Api, Any, str]
 ) -> None:
     core, custom, namespace = cluster
     _gang(core, custom, namespace, "train", pods=2, gpus=2)
-    scheduler = ClusterScheduler(KubeApi(str(kubeconfig)))
+    scheduler = ClusterScheduler(api)
     scheduler.step(0.0)
     assert _placed(core, namespace) == {"train-0": ("idc-0", "0,1"), "train-1": ("idc-0", "2,3")}
     assert _status(custom, namespace, "train")["phase"] == "Running"
@@ -135,7 +147,7 @@ def test_a_gang_is_bound_whole_on_the_idc_with_its_cards_and_its_podgroup_runs(
 
 
 def test_a_gang_that_cannot_fit_stays_unbound_and_its_podgroup_says_why(
-    kubeconfig: Path, cluster: tuple[client.CoreV1Api, Any, str]
+    api: KubeApi, cluster: tuple[client.CoreV1Api, Any, str]
 ) -> None:
     core, custom, namespace = cluster
     _pod(core, namespace, "other", 2, {}, scheduler="default-scheduler")
@@ -145,7 +157,7 @@ def test_a_gang_that_cannot_fit_stays_unbound_and_its_podgroup_says_why(
         _preload_content=False,
     )
     _gang(core, custom, namespace, "big", pods=2, gpus=2)
-    ClusterScheduler(KubeApi(str(kubeconfig))).step(0.0)
+    ClusterScheduler(api).step(0.0)
     assert _placed(core, namespace) == {"other": ("idc-0", ""), "big-0": ("", ""), "big-1": ("", "")}
     status = _status(custom, namespace, "big")
     assert status["phase"] == "Inqueue"
@@ -171,3 +183,30 @@ def test_the_kube_cycle_benchmark_runs_and_binds_every_waiting_group() -> None:
     rows, bound = run(nodes=3, running=4, pending=2, repeat=1)
     assert bound == 2 and rows[0][0] == "list (read the cluster)"
     assert all(seconds > 0 for _, seconds in rows)
+
+
+def _eventually(check: Callable[[], bool], seconds: float = 20.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while not check():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def test_an_informer_follows_adds_changes_and_deletions(cluster: tuple[client.CoreV1Api, Any, str]) -> None:
+    core, _, namespace = cluster
+    informer = Informer(partial(core.list_namespaced_pod, namespace), "v1", "Pod")
+    informer.start()
+    try:
+        assert informer.synced.wait(30) and informer.items() == []
+        _pod(core, namespace, "p", 1, {})
+        assert _eventually(lambda: [d["metadata"]["name"] for d in informer.items()] == ["p"])
+        assert informer.items()[0]["kind"] == "Pod" and informer.items()[0]["apiVersion"] == "v1"
+        core.patch_namespaced_pod("p", namespace, {"metadata": {"labels": {"seen": "yes"}}})
+        assert _eventually(lambda: informer.items()[0]["metadata"].get("labels") == {"seen": "yes"})
+        core.delete_namespaced_pod("p", namespace, grace_period_seconds=0)
+        assert _eventually(lambda: informer.items() == [])
+        assert informer.lists == 1  # one list, then the watch alone
+    finally:
+        informer.stop()

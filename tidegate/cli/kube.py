@@ -31,6 +31,9 @@ def kube(
         float, typer.Option("--period", min=0.001, help="Seconds between cycles (Volcano's schedulePeriod).")
     ] = 1.0,
     cycles: Annotated[int, typer.Option("--cycles", min=0, help="Stop after this many cycles (0: never).")] = 0,
+    watch: Annotated[
+        bool, typer.Option("--watch/--list", help="Follow the cluster by watches (default), or list it every cycle.")
+    ] = True,
     metrics_port: Annotated[
         int, typer.Option("--metrics-port", min=0, max=65535, help="Serve Prometheus /metrics on this port (0: off).")
     ] = 0,
@@ -55,7 +58,7 @@ def kube(
             fail(err, [f"{config}: no SchedulerConfiguration in it"])
             raise typer.Exit(1)
         configuration = ms.configurations[0]
-    scheduler = ClusterScheduler(KubeApi(kubeconfig, context), configuration, scheduler_name)
+    scheduler = ClusterScheduler(KubeApi(kubeconfig, context, watch), configuration, scheduler_name)
     if metrics_port:
         serve_metrics(scheduler, metrics_port)
         console.print(f"tidegate: metrics on http://0.0.0.0:{metrics_port}/metrics")

@@ -10,15 +10,19 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
+from functools import partial
 from typing import Any, Protocol
 
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
+from tidegate.kube.informer import Informer
 from tidegate.model.objects import GPU_INDEX_ANNOTATION
 
 VOLCANO_GROUP, VOLCANO_VERSION = "scheduling.volcano.sh", "v1beta1"
-PRIORITY = "PriorityClass"
+#: Seconds a first read waits for the watches' first listings.
+SYNC_SECONDS = 60.0
 
 
 class ClusterApi(Protocol):
@@ -42,9 +46,12 @@ class ClusterApi(Protocol):
 
 
 class KubeApi:
-    """ClusterApi over the official Python client, from a kubeconfig (or in-cluster service account)."""
+    """ClusterApi over the official Python client, from a kubeconfig (or in-cluster service account).
 
-    def __init__(self, kubeconfig: str | None = None, context: str | None = None) -> None:
+    With `watch` (the default) the objects are listed once and then followed by watches (`Informer`): a
+    read costs no API call. Without it every read lists the cluster."""
+
+    def __init__(self, kubeconfig: str | None = None, context: str | None = None, watch: bool = True) -> None:
         if kubeconfig:
             api_client = config.new_client_from_config(config_file=kubeconfig, context=context)  # type: ignore[no-untyped-call]
         else:
@@ -53,21 +60,35 @@ class KubeApi:
         self.core = client.CoreV1Api(api_client)
         self.scheduling = client.SchedulingV1Api(api_client)
         self.custom = client.CustomObjectsApi(api_client)
+        volcano = f"{VOLCANO_GROUP}/{VOLCANO_VERSION}"
+        custom = partial(self.custom.list_cluster_custom_object, VOLCANO_GROUP, VOLCANO_VERSION)
+        #: What a read returns, kind by kind, in this order, and how to list each.
+        self.kinds: list[tuple[Callable[..., Any], str, str]] = [
+            (self.core.list_node, "v1", "Node"),
+            (self.scheduling.list_priority_class, "scheduling.k8s.io/v1", "PriorityClass"),
+            (partial(custom, "queues"), volcano, "Queue"),
+            (partial(custom, "podgroups"), volcano, "PodGroup"),
+            (self.core.list_pod_for_all_namespaces, "v1", "Pod"),
+        ]
+        self.watch = watch
+        self.informers: list[Informer] = []
 
     def list_objects(self) -> list[dict[str, Any]]:
-        volcano = f"{VOLCANO_GROUP}/{VOLCANO_VERSION}"
-        return [
-            *_items(self.core.list_node(_preload_content=False), "v1", "Node"),
-            *_items(
-                self.scheduling.list_priority_class(_preload_content=False), "scheduling.k8s.io/v1", "PriorityClass"
-            ),
-            *_items(self._custom("queues"), volcano, "Queue"),
-            *_items(self._custom("podgroups"), volcano, "PodGroup"),
-            *_items(self.core.list_pod_for_all_namespaces(_preload_content=False), "v1", "Pod"),
-        ]
+        if not self.watch:
+            return [doc for call, api, kind in self.kinds for doc in _items(call(_preload_content=False), api, kind)]
+        if not self.informers:
+            self.informers = [Informer(call, api_version, kind) for call, api_version, kind in self.kinds]
+            for informer in self.informers:
+                informer.start()
+        for informer in self.informers:
+            if not informer.synced.wait(SYNC_SECONDS):
+                raise TimeoutError(f"{informer.kind}s not listed within {SYNC_SECONDS:g} s")
+        return [doc for informer in self.informers for doc in informer.items()]
 
-    def _custom(self, plural: str) -> Any:
-        return self.custom.list_cluster_custom_object(VOLCANO_GROUP, VOLCANO_VERSION, plural, _preload_content=False)
+    def close(self) -> None:
+        """Stop the watches."""
+        for informer in self.informers:
+            informer.stop()
 
     def bind(self, namespace: str, pod: str, node: str, gpu_index: str) -> None:
         if gpu_index:
