@@ -177,3 +177,14 @@ status:
     assert doc["pipelined"] == [{"pod": "default/nominee", "node": "n1", "gpu_index": "0"}]
     (binding,) = doc["bindings"]
     assert binding["pod"] == "default/slice" and binding["gpu_index"] in ("1", "2")
+
+
+def test_kube_refuses_a_config_file_it_cannot_use_before_touching_a_cluster(tmp_path: Path) -> None:
+    bad = tmp_path / "scheduler.yaml"
+    bad.write_text("apiVersion: tidegate.io/v1alpha1\nkind: SchedulerConfiguration\nmetadata: {name: x}\nactions: 7\n")
+    result = runner.invoke(app, ["kube", "--kubeconfig", str(tmp_path / "none"), "--config", str(bad)])
+    assert result.exit_code == 1 and "scheduler.yaml" in result.output and "actions" in result.output
+    nodes = tmp_path / "nodes.yaml"
+    nodes.write_text("apiVersion: v1\nkind: Node\nmetadata: {name: n}\n")
+    result = runner.invoke(app, ["kube", "--kubeconfig", str(tmp_path / "none"), "--config", str(nodes)])
+    assert result.exit_code == 1 and "no SchedulerConfiguration in it" in result.output
