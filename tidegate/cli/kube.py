@@ -39,11 +39,14 @@ def kube(
     ] = 0,
 ) -> None:
     """Schedule a Kubernetes cluster: bind its Volcano PodGroups' pods, write their status (see docs/kube.md)."""
-    from tidegate.kube.api import KubeApi  # the Kubernetes client loads only here
-    from tidegate.kube.metrics import serve_metrics
-    from tidegate.kube.scheduler import ClusterScheduler
-
     console, err = Console(), Console(stderr=True)
+    try:  # the Kubernetes client is an extra, and loads only here
+        from tidegate.kube.api import KubeApi
+        from tidegate.kube.metrics import serve_metrics
+        from tidegate.kube.scheduler import ClusterScheduler
+    except ImportError as exc:
+        fail(err, [f"{exc}: install the Kubernetes client with pip install 'tidegate[kube]'"])
+        raise typer.Exit(1) from exc
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     configuration = SchedulerConfiguration()
     if config is not None:
