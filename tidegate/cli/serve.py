@@ -118,7 +118,7 @@ def served_fleet(
     ms.queues = queues
     templates = {w.job_template for w in inp.workloads.values() if w.job_template}
     ms.jobs = [job for job in ms.jobs if job.name not in templates]  # a Workload's policy template, not a job
-    notes = [] if name else ["no Scenario: IDC pools only (cloud pools need a Scenario with spec.burst)"]
+    notes = [] if name else ["no bursting Scenario (choose one with --scenario): IDC pools only, elastic quotas"]
     if not chosen.burst.enabled:
         pools = [pool for pool in pools if not pool.is_cloud]
     for pool in pools:
