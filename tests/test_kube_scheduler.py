@@ -268,3 +268,12 @@ def test_the_reader_parses_an_object_again_only_when_its_version_or_the_priority
     docs[4]["metadata"]["resourceVersion"] = "3"
     fixed = reader.read(docs)
     assert reader.parsed == 5 and fixed.pods[0].priority == 5 and not fixed.errors
+
+
+def test_a_podgroup_naming_a_queue_that_does_not_exist_waits_and_says_so() -> None:
+    api = FakeApi(CLUSTER + "---" + group("lost", 1, "nowhere") + "---" + pod("lost-0", 1, "lost"))
+    scheduler = ClusterScheduler(api)
+    scheduler.step(0.0)
+    assert api.binds == [] and api.statuses == [("lost", "Pending", "queue nowhere does not exist")]
+    scheduler.step(1.0)
+    assert len(api.statuses) == 1  # written once

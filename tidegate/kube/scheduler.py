@@ -70,6 +70,8 @@ class ClusterScheduler:
         #: PodGroups that exist in the API server (bare pods' groups do not), and the status last written.
         self._declared: set[str] = set()
         self._written: dict[str, tuple[str, str]] = {}
+        #: Groups whose queue does not exist (not handed to the scheduler), and so why they wait.
+        self._queueless: dict[str, str] = {}
         self.cycles = 0
         #: Pods bound and evicted since start, and how long the last step took (seconds).
         self.bound = self.evicted = 0
@@ -133,10 +135,13 @@ class ClusterScheduler:
         self._declared = {group.key for group in ms.podgroups}
         self._written = {key: status for key, status in self._written.items() if key in self._declared}
         groups: dict[str, _Seen] = {}
+        self._queueless = {}
         for group in workload.groups:
             pods = workload.pods_by_group[group.key]
+            if pods and group.queue not in queues:  # it waits for its queue, and says so
+                self._queueless[group.key] = f"queue {group.queue} does not exist"
             if not pods or group.queue not in queues:
-                continue  # nothing to place yet, or a queue that does not exist (the group waits for it)
+                continue
             seen = _seen(group, pods)
             groups[group.key] = seen
             before = self._groups.get(group.key)
@@ -163,19 +168,24 @@ class ClusterScheduler:
         for eviction, failed in zip(decisions.evictions, _each(self._evict, decisions.evictions), strict=True):
             if failed:
                 _log.warning("evicting %s failed: %s", eviction.pod, failed)
-        statuses = []
-        for status in decisions.groups:
-            if status.group not in self._declared:
-                continue  # a bare pod's group: not an object of the API server
-            reason = "" if status.phase is PodGroupPhase.RUNNING else core.pending_reason(status.group)
-            wanted = (status.phase.value, reason)
-            if self._written.get(status.group) != wanted:
-                statuses.append((status.group, wanted))
-        for (key, wanted), failed in zip(statuses, _each(self._set_status, statuses), strict=True):
+        wanted = {
+            status.group: (
+                status.phase.value,
+                "" if status.phase is PodGroupPhase.RUNNING else core.pending_reason(status.group),
+            )
+            for status in decisions.groups
+        }
+        wanted |= {key: (PodGroupPhase.PENDING.value, why) for key, why in self._queueless.items()}
+        statuses = [
+            (key, phase_and_reason)
+            for key, phase_and_reason in wanted.items()
+            if key in self._declared and self._written.get(key) != phase_and_reason  # a bare pod's group: no object
+        ]
+        for (key, status), failed in zip(statuses, _each(self._set_status, statuses), strict=True):
             if failed:
                 _log.warning("writing the status of PodGroup %s failed: %s", key, failed)
             else:
-                self._written[key] = wanted
+                self._written[key] = status
 
     def _bind(self, item: tuple[Bind, str]) -> None:
         bind, cards = item
