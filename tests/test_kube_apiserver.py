@@ -19,6 +19,7 @@ from kubernetes import client, config
 
 from tidegate.kube.api import KubeApi
 from tidegate.kube.informer import Informer
+from tidegate.kube.lease import Lease
 from tidegate.kube.scheduler import ClusterScheduler
 
 GROUP, VERSION = "scheduling.volcano.sh", "v1beta1"
@@ -210,3 +211,31 @@ def test_an_informer_follows_adds_changes_and_deletions(cluster: tuple[client.Co
         assert informer.lists == 1  # one list, then the watch alone
     finally:
         informer.stop()
+
+
+def test_only_the_lease_holder_schedules_and_a_rival_takes_over_a_lease_left_to_expire(kubeconfig: Path) -> None:
+    coordination = client.CoordinationV1Api(config.new_client_from_config(config_file=str(kubeconfig)))
+    a = Lease(coordination, "default", "test-lease", "a", duration_seconds=2.0, renew_seconds=0.3)
+    b = Lease(coordination, "default", "test-lease", "b", duration_seconds=2.0, renew_seconds=0.3)
+    assert a.hold() and not b.hold()
+    time.sleep(0.4)
+    assert a.hold() and not b.hold()  # renewed: b's view of the record changed, its wait starts again
+    assert _eventually(b.hold, 10.0)  # a stopped renewing: after the duration b takes over
+    assert not a.hold()
+    b.release()
+    assert a.hold()  # released: no need to wait the duration out
+    lease = coordination.read_namespaced_lease("test-lease", "default")
+    assert lease.spec.holder_identity == "a" and lease.spec.lease_transitions == 2
+    a.release()
+
+
+def test_tidegate_kube_with_leader_election_schedules_once_it_holds_the_lease(
+    kubeconfig: Path, cluster: tuple[client.CoreV1Api, Any, str]
+) -> None:
+    core, _, namespace = cluster
+    _pod(core, namespace, "elected", 1, {})
+    command = [sys.executable, "-m", "tidegate.cli.main", "kube", "--kubeconfig", str(kubeconfig), "--cycles", "1"]
+    command += ["--leader-elect", "--lock-namespace", "default", "--lock-name", "cli-lease"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "leading as" in done.stdout and _placed(core, namespace) == {"elected": ("idc-0", "0")}

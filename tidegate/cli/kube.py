@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import logging
+import socket
 import time
+import uuid
 from typing import Annotated
 
 import typer
@@ -34,6 +36,11 @@ def kube(
     watch: Annotated[
         bool, typer.Option("--watch/--list", help="Follow the cluster by watches (default), or list it every cycle.")
     ] = True,
+    leader_elect: Annotated[
+        bool, typer.Option("--leader-elect", help="Schedule only while holding a Lease (run several replicas).")
+    ] = False,
+    lock_namespace: Annotated[str, typer.Option("--lock-namespace", help="The Lease's namespace.")] = "kube-system",
+    lock_name: Annotated[str, typer.Option("--lock-name", help="The Lease's name.")] = "tidegate-scheduler",
     metrics_port: Annotated[
         int, typer.Option("--metrics-port", min=0, max=65535, help="Serve Prometheus /metrics on this port (0: off).")
     ] = 0,
@@ -41,7 +48,10 @@ def kube(
     """Schedule a Kubernetes cluster: bind its Volcano PodGroups' pods, write their status (see docs/kube.md)."""
     console, err = Console(), Console(stderr=True)
     try:  # the Kubernetes client is an extra, and loads only here
+        from kubernetes import client
+
         from tidegate.kube.api import KubeApi
+        from tidegate.kube.lease import Lease
         from tidegate.kube.metrics import serve_metrics
         from tidegate.kube.scheduler import ClusterScheduler
     except ImportError as exc:
@@ -61,26 +71,45 @@ def kube(
             fail(err, [f"{config}: no SchedulerConfiguration in it"])
             raise typer.Exit(1)
         configuration = ms.configurations[0]
-    scheduler = ClusterScheduler(KubeApi(kubeconfig, context, watch), configuration, scheduler_name)
+    api = KubeApi(kubeconfig, context, watch)
+    scheduler = ClusterScheduler(api, configuration, scheduler_name)
+    lease = None
+    if leader_elect:
+        identity = f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
+        lease = Lease(client.CoordinationV1Api(api.client), lock_namespace, lock_name, identity)
     if metrics_port:
         serve_metrics(scheduler, metrics_port)
         console.print(f"tidegate: metrics on http://0.0.0.0:{metrics_port}/metrics")
     console.print(f"tidegate: scheduling pods of schedulerName {scheduler_name}, a cycle every {period:g} s")
-    done = 0
-    while True:
-        started = time.monotonic()
-        try:
-            decisions = scheduler.step(time.time())
-            if decisions.binds or decisions.evictions:
-                console.print(
-                    f"cycle {scheduler.cycles}: {len(decisions.binds)} bound, {len(decisions.evictions)} evicted",
-                    highlight=False,
-                )
-        except Exception as exc:  # the loop outlives a bad cycle (the API server away, say)
-            scheduler.failed_cycles += 1
-            logging.getLogger("tidegate.kube").exception("cycle failed")
-            err.print(f"cycle failed: {type(exc).__name__}: {exc}", highlight=False)
-        done += 1
-        if cycles and done >= cycles:
-            return
-        time.sleep(max(period - (time.monotonic() - started), 0.0))
+    done, led = 0, False
+    try:
+        while True:
+            started = time.monotonic()
+            if lease is not None and not lease.hold():
+                if led:
+                    err.print(f"lost the lease {lock_namespace}/{lock_name}: stopping", highlight=False)
+                    raise typer.Exit(1)
+                time.sleep(period)
+                continue  # another replica schedules
+            if lease is not None and not led:
+                console.print(f"tidegate: leading as {lease.identity}", highlight=False)
+            led = lease is not None
+            try:
+                decisions = scheduler.step(time.time())
+                if decisions.binds or decisions.evictions:
+                    console.print(
+                        f"cycle {scheduler.cycles}: {len(decisions.binds)} bound, {len(decisions.evictions)} evicted",
+                        highlight=False,
+                    )
+            except Exception as exc:  # the loop outlives a bad cycle (the API server away, say)
+                scheduler.failed_cycles += 1
+                logging.getLogger("tidegate.kube").exception("cycle failed")
+                err.print(f"cycle failed: {type(exc).__name__}: {exc}", highlight=False)
+            done += 1
+            if cycles and done >= cycles:
+                return
+            time.sleep(max(period - (time.monotonic() - started), 0.0))
+    finally:
+        if lease is not None:
+            lease.release()
+        api.close()

@@ -57,6 +57,7 @@ class KubeApi:
         else:
             config.load_incluster_config()  # type: ignore[no-untyped-call]
             api_client = client.ApiClient()
+        self.client = api_client
         self.core = client.CoreV1Api(api_client)
         self.scheduling = client.SchedulingV1Api(api_client)
         self.custom = client.CustomObjectsApi(api_client)
