@@ -17,6 +17,7 @@ import pytest
 from kube_apiserver import kube_apiserver
 from kubernetes import client, config
 
+from tidegate.fleet.burst import Burst
 from tidegate.kube.api import KubeApi
 from tidegate.kube.informer import Informer
 from tidegate.kube.lease import Lease
@@ -239,3 +240,37 @@ def test_tidegate_kube_with_leader_election_schedules_once_it_holds_the_lease(
     done = subprocess.run(command, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert "leading as" in done.stdout and _placed(core, namespace) == {"elected": ("idc-0", "0")}
+
+
+def test_a_waiting_podgroup_bursts_to_the_cloud_node_through_the_api_server(
+    api: KubeApi, cluster: tuple[client.CoreV1Api, Any, str]
+) -> None:
+    core, custom, namespace = cluster
+    queue = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "Queue", "metadata": {"name": "burst-cloud"}, "spec": {}}
+    custom.create_cluster_custom_object(GROUP, VERSION, "queues", queue)
+    try:
+        scheduler = ClusterScheduler(api, burst=Burst("burst-cloud", after_seconds=0))
+        _gang(core, custom, namespace, "local", pods=1, gpus=4)
+        scheduler.step(time.time())
+        assert _placed(core, namespace)["local-0"][0] == "idc-0"  # the IDC node is full now
+        _gang(core, custom, namespace, "extra", pods=1, gpus=4)
+
+        def moved() -> bool:
+            scheduler.step(time.time())
+            return bool(scheduler.overflowed)
+
+        assert _eventually(moved)
+        assert scheduler.overflowed == {f"{namespace}/extra": "default"}
+        group = custom.get_namespaced_custom_object(GROUP, VERSION, namespace, "podgroups", "extra")
+        assert group["spec"]["queue"] == "burst-cloud"
+        tolerations = core.read_namespaced_pod("extra-0", namespace).spec.tolerations
+        assert any(t.key == "cloud.provider" and t.operator == "Exists" for t in tolerations)
+
+        def landed() -> bool:
+            scheduler.step(time.time())
+            return _placed(core, namespace)["extra-0"][0] != ""
+
+        assert _eventually(landed)
+        assert _placed(core, namespace)["extra-0"][0] == "cloud-0"
+    finally:
+        custom.delete_cluster_custom_object(GROUP, VERSION, "queues", "burst-cloud")

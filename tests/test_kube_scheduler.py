@@ -10,6 +10,7 @@ from typing import Any
 import yaml
 from prometheus_client import CollectorRegistry, generate_latest
 
+from tidegate.fleet.burst import Burst
 from tidegate.kube.metrics import SchedulerCollector
 from tidegate.kube.reading import ObjectCache
 from tidegate.kube.scheduler import ClusterScheduler
@@ -92,6 +93,12 @@ class FakeApi:
     def evict(self, namespace: str, pod: str) -> None:
         self.docs.remove(self._find("Pod", pod))
         self.evicted.append(pod)
+
+    def overflow(self, namespace: str, group: str, queue: str, pods: list[str]) -> None:
+        for name in pods:
+            spec = self._find("Pod", name)["spec"]
+            spec["tolerations"] = [*spec.get("tolerations", []), {"key": "cloud.provider", "operator": "Exists"}]
+        self._find("PodGroup", group)["spec"]["queue"] = queue
 
 
 def test_a_gang_is_bound_whole_with_its_cards_and_its_podgroup_marked_running() -> None:
@@ -277,3 +284,28 @@ def test_a_podgroup_naming_a_queue_that_does_not_exist_waits_and_says_so() -> No
     assert api.binds == [] and api.statuses == [("lost", "Pending", "queue nowhere does not exist")]
     scheduler.step(1.0)
     assert len(api.statuses) == 1  # written once
+
+
+def test_a_waiting_podgroup_overflows_to_the_burst_queue_and_lands_on_a_cloud_node() -> None:
+    burst_queue = """
+apiVersion: scheduling.volcano.sh/v1beta1
+kind: Queue
+metadata: {name: burst-cloud}
+spec: {weight: 1}
+"""
+    created = "creationTimestamp: '1970-01-01T00:00:00Z'"
+    pinned = 'nodeSelector: {"volcano.sh/node-type": idc}'
+    full = pod("theirs", 4, scheduler="default-scheduler", node="idc-0")  # the IDC node is full
+    api = FakeApi(CLUSTER + "---" + burst_queue + "---" + full)
+    for name, extra in (("train", ""), ("secret", pinned)):
+        api.add(group(name, 1).replace("namespace: default", f"namespace: default, {created}"))
+        api.add(pod(f"{name}-0", 2, name, extra=extra))
+    scheduler = ClusterScheduler(api, burst=Burst("burst-cloud", after_seconds=600))
+    scheduler.step(599.0)
+    assert api.binds == [] and scheduler.overflowed == {}  # not waited long enough
+    scheduler.step(600.0)
+    assert scheduler.overflowed == {"default/train": "default"}
+    assert api._find("PodGroup", "train")["spec"]["queue"] == "burst-cloud"
+    scheduler.step(601.0)  # read back in the burst queue, tolerating the cloud
+    assert [(p, n) for p, n, _ in api.binds] == [("train-0", "cloud-0")]
+    assert api._find("PodGroup", "secret")["spec"]["queue"] == "default"  # pinned: never moves

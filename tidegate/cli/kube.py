@@ -12,6 +12,7 @@ import typer
 from rich.console import Console
 
 from tidegate.cli.output import fail, warn
+from tidegate.fleet.burst import Burst
 from tidegate.model.errors import ManifestErrors
 from tidegate.model.manifests import load_manifests
 from tidegate.model.objects import SchedulerConfiguration
@@ -36,6 +37,13 @@ def kube(
     watch: Annotated[
         bool, typer.Option("--watch/--list", help="Follow the cluster by watches (default), or list it every cycle.")
     ] = True,
+    burst_queue: Annotated[
+        str | None,
+        typer.Option("--burst-queue", help="Move waiting PodGroups not pinned to the IDC to this queue (cloud burst)."),
+    ] = None,
+    burst_after: Annotated[
+        float, typer.Option("--burst-after", min=0, help="Seconds a PodGroup waits before it bursts.")
+    ] = 600.0,
     leader_elect: Annotated[
         bool, typer.Option("--leader-elect", help="Schedule only while holding a Lease (run several replicas).")
     ] = False,
@@ -72,7 +80,8 @@ def kube(
             raise typer.Exit(1)
         configuration = ms.configurations[0]
     api = KubeApi(kubeconfig, context, watch)
-    scheduler = ClusterScheduler(api, configuration, scheduler_name)
+    burst = Burst(burst_queue, burst_after) if burst_queue else None
+    scheduler = ClusterScheduler(api, configuration, scheduler_name, burst)
     lease = None
     if leader_elect:
         identity = f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"

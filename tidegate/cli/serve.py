@@ -12,8 +12,9 @@ from rich.console import Console
 from tidegate.autoscale.hpa import HPASpec
 from tidegate.cli.output import fail, warn
 from tidegate.clock import WallClock
+from tidegate.fleet.burst import Burst
 from tidegate.fleet.pool import Pool
-from tidegate.live.control_plane import DEFAULT_PERIOD_SECONDS, Burst, ControlPlane
+from tidegate.live.control_plane import DEFAULT_PERIOD_SECONDS, ControlPlane
 from tidegate.model.errors import ManifestErrors
 from tidegate.model.manifests import ManifestSet, load_manifests
 from tidegate.sim.loader import load_simulation

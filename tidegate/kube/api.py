@@ -17,8 +17,9 @@ from typing import Any, Protocol
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
+from tidegate.fleet.pool import CLOUD_TOLERATION
 from tidegate.kube.informer import Informer
-from tidegate.model.objects import GPU_INDEX_ANNOTATION
+from tidegate.model.objects import GPU_INDEX_ANNOTATION, TaintEffect
 
 VOLCANO_GROUP, VOLCANO_VERSION = "scheduling.volcano.sh", "v1beta1"
 #: Seconds a first read waits for the watches' first listings.
@@ -42,6 +43,10 @@ class ClusterApi(Protocol):
 
     def evict(self, namespace: str, pod: str) -> None:
         """Delete an evicted pod (its controller recreates it, as its job's policies say)."""
+        ...
+
+    def overflow(self, namespace: str, group: str, queue: str, pods: list[str]) -> None:
+        """Move a waiting PodGroup to the burst queue: its pods first get the cloud toleration."""
         ...
 
 
@@ -123,6 +128,17 @@ class KubeApi:
             if exc.status != 404:
                 raise
             self.custom.patch_namespaced_custom_object(*args)  # a CRD without the status subresource
+
+    def overflow(self, namespace: str, group: str, queue: str, pods: list[str]) -> None:
+        toleration = {"key": CLOUD_TOLERATION.key, "operator": "Exists", "effect": TaintEffect.NO_SCHEDULE.value}
+        for name in pods:  # a pod's tolerations may be added to, not changed: the list is written whole
+            response: Any = self.core.read_namespaced_pod(name, namespace, _preload_content=False)
+            raw = json.loads(response.data)
+            tolerations = raw.get("spec", {}).get("tolerations") or []
+            if toleration not in tolerations:
+                self.core.patch_namespaced_pod(name, namespace, {"spec": {"tolerations": [*tolerations, toleration]}})
+        patch = {"spec": {"queue": queue}}
+        self.custom.patch_namespaced_custom_object(VOLCANO_GROUP, VOLCANO_VERSION, namespace, "podgroups", group, patch)
 
     def evict(self, namespace: str, pod: str) -> None:
         try:

@@ -20,6 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import TypeVar
 
+from tidegate.fleet.burst import Burst
 from tidegate.fleet.pool import pinned_to_idc
 from tidegate.fleet.scaling import QueueTree
 from tidegate.kube.api import ClusterApi
@@ -49,7 +50,7 @@ class _Seen:
 def _seen(group: PodGroup, pods: Sequence[Pod]) -> _Seen:
     return _Seen(
         (group.queue, group.min_member, group.min_resources, group.priority),
-        tuple((p.key, p.node_name, p.phase, p.requests, p.gpu_indices) for p in pods),
+        tuple((p.key, p.node_name, p.phase, p.requests, p.gpu_indices, p.tolerations) for p in pods),
     )
 
 
@@ -57,9 +58,15 @@ class ClusterScheduler:
     """One cluster, one `OnlineScheduler`: `step(now)` reads the cluster, runs a cycle and writes it back."""
 
     def __init__(
-        self, api: ClusterApi, config: SchedulerConfiguration | None = None, scheduler_name: str = "volcano"
+        self,
+        api: ClusterApi,
+        config: SchedulerConfiguration | None = None,
+        scheduler_name: str = "volcano",
+        burst: Burst | None = None,
     ) -> None:
+        """With `burst`, waiting PodGroups not pinned to the IDC move to the burst queue (`overflow`)."""
         self.api = api
+        self.burst = burst
         self.config = config or SchedulerConfiguration()
         self.scheduler_name = scheduler_name
         self.core: OnlineScheduler | None = None
@@ -70,6 +77,8 @@ class ClusterScheduler:
         #: PodGroups that exist in the API server (bare pods' groups do not), and the status last written.
         self._declared: set[str] = set()
         self._written: dict[str, tuple[str, str]] = {}
+        #: PodGroups moved to the burst queue, and the queue each came from.
+        self.overflowed: dict[str, str] = {}
         #: Groups whose queue does not exist (not handed to the scheduler), and so why they wait.
         self._queueless: dict[str, str] = {}
         self.cycles = 0
@@ -92,6 +101,8 @@ class ClusterScheduler:
         decisions = core.cycle(now)
         self.cycles += 1
         self._write(core, decisions)
+        if self.burst is not None:
+            self._overflow(core, self.burst, now)
         self.bound += len(decisions.binds)
         self.evicted += len(decisions.evictions)
         self.last_step_s = time.perf_counter() - started
@@ -134,6 +145,7 @@ class ClusterScheduler:
         self.problems += [str(error) for error in workload.errors]
         self._declared = {group.key for group in ms.podgroups}
         self._written = {key: status for key, status in self._written.items() if key in self._declared}
+        self.overflowed = {key: home for key, home in self.overflowed.items() if key in self._declared}
         groups: dict[str, _Seen] = {}
         self._queueless = {}
         for group in workload.groups:
@@ -154,6 +166,24 @@ class ClusterScheduler:
             core.remove_group(key)
         self._groups = groups
         return core
+
+    def _overflow(self, core: OnlineScheduler, burst: Burst, now: float) -> None:
+        """Waiting PodGroups that waited long enough, or whose queue is at capability, move to the burst
+        queue: the API server is told, and the next read hands them to the scheduler there."""
+        for key, job in list(core.waiting.items()):
+            if key not in self._declared or key in self.overflowed:
+                continue  # a bare pod's group (no PodGroup to move), or moved already
+            pods = [task.pod for task in job.tasks]
+            if not burst.moves(job.group.queue, pods, now - job.group.created, core.pending_reason(key)):
+                continue
+            namespace, _, name = key.partition("/")
+            try:
+                self.api.overflow(namespace, name, burst.queue, [pod.name for pod in pods])
+            except Exception as exc:  # tried again next cycle
+                _log.warning("moving PodGroup %s to %s failed: %s", key, burst.queue, exc)
+                continue
+            _log.info("PodGroup %s overflowed from %s to %s", key, job.group.queue, burst.queue)
+            self.overflowed[key] = job.group.queue
 
     # -- writing ------------------------------------------------------------------------------------
     def _write(self, core: OnlineScheduler, decisions: Decisions) -> None:

@@ -35,7 +35,8 @@ import yaml
 
 from tidegate.autoscale.hpa import HPASpec
 from tidegate.clock import Callback, Clock, EventLoop, Timer
-from tidegate.fleet.pool import CLOUD_TOLERATION, PREFER_IDC, Pool, pinned_to_idc
+from tidegate.fleet.burst import Burst, burstable
+from tidegate.fleet.pool import Pool, pinned_to_idc
 from tidegate.fleet.scaling import HPA_SYNC_SECONDS, CloudFleet, QueueTree
 from tidegate.lifecycle.policies import JobPolicy, Resolution, job_policy, verdict
 from tidegate.model.errors import ManifestError, ManifestErrors, Source
@@ -137,16 +138,6 @@ class QueueMetrics:
     pending: int = 0
     running: int = 0
     allocated: Resources = field(default_factory=Resources)
-
-
-@dataclass(frozen=True, slots=True)
-class Burst:
-    """Cloud burst, served live (a Scenario's `spec.burst`): a waiting job that is not pinned to the IDC moves
-    to `queue` once it has waited `after_seconds`, or at once when its queue is at capability; its pods then
-    tolerate the cloud taint and prefer IDC nodes."""
-
-    queue: str
-    after_seconds: float = 600.0
 
 
 class _Locked:
@@ -795,16 +786,12 @@ class ControlPlane:
         for key in list(self.core.waiting):
             job = self.jobs[key]
             home = job.group.queue
-            if not job.waiting or home == burst.queue or any(pinned_to_idc(pod) for pod in job.template):
-                continue
-            if any(pod.node_name for pod in job.pods):
-                continue  # part of its gang runs (evicted pods being replaced): it stays where it is
-            if now - job.queued_since < burst.after_seconds and "at capability" not in job.reason:
+            if not job.waiting or not burst.moves(home, job.pods, now - job.queued_since, job.reason):
                 continue
             self.core.remove_group(key)
             job.group = replace(job.group, queue=burst.queue)
-            job.template = tuple(_burstable(pod) for pod in job.template)
-            job.pods = [_burstable(pod) for pod in job.pods]
+            job.template = tuple(burstable(pod) for pod in job.template)
+            job.pods = [burstable(pod) for pod in job.pods]
             self.core.add_group(job.group, list(job.pods))
             job.events.append((now, f"overflowed from {home} to {burst.queue}"))
             self._dirty.add(key)
@@ -855,16 +842,6 @@ class ControlPlane:
         job.phase, job.reason, job.finished = phase, why, now
         job.events.append((now, f"{phase.value.lower()}: {why}"))
         self._dirty.add(job.key)
-
-
-def _burstable(pod: Pod) -> Pod:
-    """The pod as the burst queue runs it: tolerating the cloud taint, preferring IDC nodes (unless it says
-    where it prefers to run)."""
-    tolerations = pod.tolerations if CLOUD_TOLERATION in pod.tolerations else (*pod.tolerations, CLOUD_TOLERATION)
-    affinity = pod.affinity
-    if affinity is None or not affinity.preferred:
-        affinity = PREFER_IDC if affinity is None else replace(affinity, preferred=PREFER_IDC.preferred)
-    return replace(pod, tolerations=tolerations, affinity=affinity)
 
 
 def merge_patch(target: Any, patch: Any) -> Any:
