@@ -14,6 +14,7 @@ from tidegate.clock import SimClock
 from tidegate.live.control_plane import ControlPlane, JobPhase
 from tidegate.model.manifests import load_manifests
 from tidegate.model.objects import PodPhase
+from tidegate.store.sql import Store
 
 ROOT = Path(__file__).resolve().parent.parent
 FOLDER = """
@@ -213,3 +214,33 @@ def test_the_demo_folder_is_served_with_its_burst_scenario_and_without_its_job_t
     assert ms.jobs == []  # llm-finetune is the workload's policy template, not a job to run
     plane = ControlPlane.from_manifests(ms, SimClock(), None, pools, hpas, burst)
     assert len(plane.nodes) == 128
+
+
+def test_a_restart_keeps_the_cloud_nodes_and_what_runs_on_them(tmp_path: Path) -> None:
+    (tmp_path / "fleet.yaml").write_text(FOLDER.replace("DEV_CAP", "16"))
+    paths = [str(tmp_path)]
+
+    def start(clock: SimClock) -> ControlPlane:
+        ms = load_manifests(paths)
+        pools, hpas, burst, _, _ = served_fleet(paths, ms, None)
+        plane = ControlPlane.from_manifests(ms, clock, Store(f"sqlite:///{tmp_path / 'state.db'}"), pools, hpas, burst)
+        plane.start(clock, 1.0)
+        return plane
+
+    clock = SimClock()
+    plane = start(clock)
+    plane.submit(job("first", queue="prod"))
+    clock.run(until=0.5)
+    plane.submit(job("second"))
+    clock.run(until=600.0)
+    assert node_of(plane, "default/second") == "cloud-a100-0"
+    plane.stop()
+    again = start(SimClock(start=700.0))  # a new process on the same store
+    assert sorted(again.nodes) == ["cloud-a100-0", "idc-a100-0"]
+    assert again.jobs["default/second"].phase is JobPhase.RUNNING and node_of(again, "default/second") == "cloud-a100-0"
+    (pool,) = [p for p in again.pools_view() if p["name"] == "cloud-a100"]
+    assert pool["nodes"] == ["cloud-a100-0"] and pool["billed_nodes"] == 1
+    assert again.fleet.pools["cloud-a100"].new_node().name == "cloud-a100-1"  # names go on, never reused
+    for served_plane in (plane, again):
+        assert served_plane.store is not None
+        served_plane.store.close()

@@ -92,6 +92,10 @@ class Pool:
         """The next node of this pool, named <pool>-<n>."""
         name = f"{self.name}-{self.created}"
         self.created += 1
+        return self.node(name)
+
+    def node(self, name: str) -> Node:
+        """The pool's node of that name (every node of a pool is the same but for its name)."""
         spec, cluster = self.spec, self.cluster
         gpus = spec.gpu.count
         labels = {

@@ -151,11 +151,30 @@ class CloudFleet:
         self.declared = {scaler.spec.name: scaler.spec for scaler in self.autoscalers}
 
     def start(self, pools: Iterable[Pool]) -> None:
-        """The pools' initial nodes (`spec.count`), ready at once."""
+        """The pools' initial nodes (`spec.count`), ready (and a cloud pool's billed) at once."""
         for pool in pools:
             for _ in range(pool.spec.count):
                 self.node_ready(pool)
+                if pool.is_cloud:
+                    self.host.billed(pool, 1)
             self.host.sized(pool)
+
+    def restore(self, pool: Pool, nodes: Sequence[str], draining: Sequence[str], created: int) -> None:
+        """The pool as it was kept (instead of `start`): these nodes, ready (a cloud pool's billed), the
+        `draining` ones cordoned, and new nodes numbered on from `created`."""
+        pool.created = max(created, pool.created)
+        for name in nodes:
+            node = pool.node(name)
+            pool.nodes.append(name)
+            self.nodes.add_nodes([node])
+            self.host.node_ready(pool, node)
+            if pool.is_cloud:
+                self.host.billed(pool, 1)
+        for name in draining:
+            if name in pool.nodes and name not in pool.draining:
+                pool.draining.append(name)
+                self.nodes.set_schedulable(name, False)
+        self.host.sized(pool)
 
     def sync(self, pending_seconds: Mapping[str, float]) -> None:
         """One HPA sync: each pool's HPA reads the queues' pending seconds and the pool is resized to its
@@ -223,8 +242,6 @@ class CloudFleet:
         pool.nodes.append(node.name)
         self.nodes.add_nodes([node])
         self.host.node_ready(pool, node)
-        if pool.is_cloud and pool.spec.count and self.clock.now() == 0.0:
-            self.host.billed(pool, 1)
 
     def remove_node(self, pool: Pool, node: str) -> None:
         """The node leaves now: what runs there is evicted, its billing stops."""

@@ -25,7 +25,7 @@ import json
 import logging
 import threading
 import uuid
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
@@ -142,10 +142,10 @@ class QueueMetrics:
 
 class _Locked:
     """The clock as the fleet sees it: what it schedules (a node joining after its provisioning delay) runs
-    under the control plane's lock, as API calls and cycles do."""
+    under the control plane's lock, as API calls and cycles do, and what it changed is written after."""
 
-    def __init__(self, clock: Clock, lock: threading.RLock) -> None:
-        self.clock, self.lock = clock, lock
+    def __init__(self, clock: Clock, lock: threading.RLock, written: Callable[[], None]) -> None:
+        self.clock, self.lock, self.written = clock, lock, written
 
     def now(self) -> float:
         return self.clock.now()
@@ -160,6 +160,10 @@ class _Locked:
         def run() -> None:
             with self.lock:
                 callback()
+                try:
+                    self.written()
+                except StoreError:  # kept marked: the next call writes it
+                    _log.exception("writing the fleet's change failed")
 
         return run
 
@@ -188,8 +192,10 @@ class ControlPlane:
         pools: Sequence[Pool] = (),
         hpas: Sequence[HPASpec] = (),
         burst: Burst | None = None,
+        kept_pools: Mapping[str, Mapping[str, Any]] | None = None,
     ) -> None:
-        """`pools` add their nodes (`spec.count` each, at once); `hpas` size the cloud pools they target, one
+        """`pools` add their nodes (`spec.count` each, at once; a pool in `kept_pools`, a store's, the nodes
+        it had); `hpas` size the cloud pools they target, one
         node a replica, every HPA sync (15 s) from the queues' pending seconds; `burst` moves waiting jobs
         to the burst queue. Without them the nodes are `nodes` alone, as a plain folder of Nodes says."""
         if burst is not None and burst.queue not in {q.name for q in queues}:
@@ -224,8 +230,14 @@ class ControlPlane:
         #: Nodes each pool bills for now (provisioning included), and the fleet's scaling events.
         self.billed_nodes: dict[str, int] = {pool.name: 0 for pool in pools}
         self.fleet_events: list[tuple[float, str]] = []
-        self.fleet = CloudFleet(pools, hpas, self.queues, self.core, self, _Locked(clock, self._lock))
-        self.fleet.start(pools)
+        self._dirty_pools = _Marked()
+        self.fleet = CloudFleet(pools, hpas, self.queues, self.core, self, _Locked(clock, self._lock, self._flush))
+        kept = kept_pools or {}
+        self.fleet.start(pool for pool in pools if pool.name not in kept)
+        for pool in pools:
+            if pool.name in kept:
+                state = kept[pool.name]
+                self.fleet.restore(pool, state["nodes"], state["draining"], state["created"])
 
     @classmethod
     def from_manifests(
@@ -248,8 +260,9 @@ class ControlPlane:
         if errors:
             raise ManifestErrors(errors)
         config = ms.configurations[0] if ms.configurations else None
-        plane = cls(clock, ms.nodes, ms.queues, config, ms.priority_classes, store, pools, hpas, burst)
         saved = store.load() if store is not None else None
+        kept = saved.pools if saved is not None else {}
+        plane = cls(clock, ms.nodes, ms.queues, config, ms.priority_classes, store, pools, hpas, burst, kept)
         with plane._lock:
             if saved is not None:
                 plane._restore(saved)
@@ -357,7 +370,7 @@ class ControlPlane:
 
     def autoscale(self) -> None:
         """One HPA sync: each cloud pool sized from the queues' pending seconds (as `/metrics` exports them)."""
-        with self._lock:
+        with self._changing():
             self.fleet.sync(self.pending_seconds())
 
     def start(self, clock: EventLoop, period: float = DEFAULT_PERIOD_SECONDS) -> None:
@@ -557,9 +570,10 @@ class ControlPlane:
         if self.store is None:
             self._dirty.clear()
             self._dirty_queues.clear()
+            self._dirty_pools.clear()
             self._new_batches.clear()
             return
-        if not (self._dirty or self._dirty_queues or self._new_batches or started):
+        if not (self._dirty or self._dirty_queues or self._dirty_pools or self._new_batches or started):
             return
         with self.store.write() as writer:
             if started:
@@ -579,11 +593,15 @@ class ControlPlane:
                     writer.drop_queue(name)
                 else:
                     writer.put_queue(name, queue.raw or _queue_manifest(queue))
+            for name in self._dirty_pools:
+                pool = self.fleet.pools[name]
+                writer.put_pool(name, {"created": pool.created, "nodes": pool.nodes, "draining": pool.draining})
         for key in self._dirty:
             if key in self.jobs:
                 self._saved_events[key] = len(self.jobs[key].events)
         self._dirty.clear()
         self._dirty_queues.clear()
+        self._dirty_pools.clear()
         self._new_batches.clear()
 
     def _accept(self, ms: ManifestSet, now: float, batch: Batch) -> list[str]:
@@ -823,7 +841,7 @@ class ControlPlane:
         self.billed_nodes[pool.name] += change
 
     def sized(self, pool: Pool) -> None:
-        pass  # `pools_view` reads the pools as they are
+        self._dirty_pools.add(pool.name)  # kept in the store, so a restart has the same nodes
 
     def record(self, text: str) -> None:
         _log.info("%s", text)

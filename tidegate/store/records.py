@@ -4,7 +4,7 @@ here, so importing the control plane (and every `tidegate` command) does not loa
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 
@@ -66,3 +66,5 @@ class Saved:
     jobs: Sequence[StoredJob]
     #: Patched queues' manifests by name.
     queues: Mapping[str, dict[str, Any]]
+    #: Node pools' states by name: {"created": n, "nodes": [...], "draining": [...]}.
+    pools: Mapping[str, dict[str, Any]] = field(default_factory=dict)

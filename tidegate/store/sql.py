@@ -76,6 +76,8 @@ events = Table(
     Column("message", Text, nullable=False),
 )
 queues = Table("queues", metadata, Column("name", String(256), primary_key=True), Column("manifest", JSON))
+#: Node pools served live: their nodes (the cloud pool's come and go), so a restart keeps them.
+pools = Table("pools", metadata, Column("name", String(256), primary_key=True), Column("state", JSON, nullable=False))
 
 
 class Writer:
@@ -104,6 +106,9 @@ class Writer:
 
     def put_queue(self, name: str, manifest: Mapping[str, Any]) -> None:
         _upsert(self._conn, queues, queues.c.name == name, {"manifest": dict(manifest)}, {"name": name})
+
+    def put_pool(self, name: str, state: Mapping[str, Any]) -> None:
+        _upsert(self._conn, pools, pools.c.name == name, {"state": dict(state)}, {"name": name})
 
     def drop_queue(self, name: str) -> None:
         self._conn.execute(delete(queues).where(queues.c.name == name))
@@ -156,6 +161,7 @@ class Store:
                     for row in conn.execute(select(jobs).order_by(jobs.c.id))
                 ],
                 queues={row.name: dict(row.manifest) for row in conn.execute(select(queues))},
+                pools={row.name: dict(row.state) for row in conn.execute(select(pools))},
             )
 
     @contextmanager
