@@ -195,9 +195,9 @@ class ControlPlane:
         kept_pools: Mapping[str, Mapping[str, Any]] | None = None,
     ) -> None:
         """`pools` add their nodes (`spec.count` each, at once; a pool in `kept_pools`, a store's, the nodes
-        it had); `hpas` size the cloud pools they target, one
-        node a replica, every HPA sync (15 s) from the queues' pending seconds; `burst` moves waiting jobs
-        to the burst queue. Without them the nodes are `nodes` alone, as a plain folder of Nodes says."""
+        it had); `hpas` size the cloud pools they target, one node a replica, every HPA sync (15 s) from the
+        queues' pending seconds; `burst` moves waiting jobs to the burst queue. Without them the nodes are
+        `nodes` alone, as a plain folder of Nodes says."""
         if burst is not None and burst.queue not in {q.name for q in queues}:
             raise ValueError(f"burst queue {burst.queue!r} is not defined")
         self.clock = clock
