@@ -25,6 +25,7 @@ from tidegate.autoscale.hpa import (
     HPASpec,
 )
 from tidegate.clock import EventLoop, SimClock, Timer
+from tidegate.fleet.burst import AT_CAPABILITY
 from tidegate.fleet.pool import Pool
 from tidegate.fleet.scaling import HPA_SYNC_SECONDS, CloudFleet, QueueTree
 from tidegate.lifecycle.policies import JobPolicy, Resolution, verdict
@@ -598,7 +599,7 @@ class Simulation:
             if job.pinned or job.queue == burst.queue:
                 continue
             waited_enough = now - job.pending_since >= burst.after_seconds
-            if not waited_enough and "at capability" not in self.core.pending_reason(group_key):
+            if not waited_enough and AT_CAPABILITY not in self.core.pending_reason(group_key):
                 continue
             self._move(group_key, job, burst.queue)
             self.events.append((now, f"{job.name}: overflowed from {job.home_queue} to {burst.queue}"))
