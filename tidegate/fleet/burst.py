@@ -13,9 +13,7 @@ from dataclasses import dataclass, replace
 
 from tidegate.fleet.pool import CLOUD_TOLERATION, PREFER_IDC, pinned_to_idc
 from tidegate.model.objects import Pod
-
-#: What the scheduler's reason says when a queue's capability stops a job.
-AT_CAPABILITY = "at capability"
+from tidegate.scheduler.plugins.quota import AT_CAPABILITY
 
 
 @dataclass(frozen=True, slots=True)

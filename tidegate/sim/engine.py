@@ -25,13 +25,13 @@ from tidegate.autoscale.hpa import (
     HPASpec,
 )
 from tidegate.clock import EventLoop, SimClock, Timer
-from tidegate.fleet.burst import AT_CAPABILITY
 from tidegate.fleet.pool import Pool
 from tidegate.fleet.scaling import HPA_SYNC_SECONDS, CloudFleet, QueueTree
 from tidegate.lifecycle.policies import JobPolicy, Resolution, verdict
 from tidegate.model.objects import JobEvent, Node, Queue
 from tidegate.model.quantity import parse_quantity
 from tidegate.model.resources import Resources
+from tidegate.scheduler.plugins.quota import AT_CAPABILITY
 from tidegate.scheduler.snapshot import Decisions
 from tidegate.sim.budget import Budget
 from tidegate.sim.core import Core

@@ -18,7 +18,7 @@ from tidegate.model.objects import ROOT_QUEUE, QueueState
 from tidegate.scheduler.framework import Plugin
 from tidegate.scheduler.info import JobInfo, QueueInfo, TaskInfo
 from tidegate.scheduler.node_table import FloatArray
-from tidegate.scheduler.plugins.quota import amount, as_float, capability_cap, first_exceeded
+from tidegate.scheduler.plugins.quota import AT_CAPABILITY, amount, as_float, capability_cap, first_exceeded
 from tidegate.scheduler.session import Session
 
 
@@ -142,7 +142,7 @@ class CapacityPlugin(Plugin):
             return None
         index = self.ssn.index
         return (
-            f"queue {queue.name} at capability {index.names[col]} "
+            f"queue {queue.name} {AT_CAPABILITY} {index.names[col]} "
             f"{amount(index, col, float(current[col]))}/{amount(index, col, float(real[col]))}"
         )
 

@@ -15,7 +15,7 @@ from tidegate.model.objects import QueueState
 from tidegate.scheduler.framework import Plugin
 from tidegate.scheduler.info import JobInfo, QueueInfo, TaskInfo
 from tidegate.scheduler.node_table import FloatArray
-from tidegate.scheduler.plugins.quota import amount, as_float, capability_cap
+from tidegate.scheduler.plugins.quota import AT_CAPABILITY, amount, as_float, capability_cap
 from tidegate.scheduler.session import Session
 
 
@@ -233,7 +233,7 @@ class ProportionPlugin(Plugin):
             if asked[col] > 0 and float(asked[col] + allocated[col] + inqueue[col]) > real[col]:
                 index = self.ssn.index
                 return (
-                    f"queue {queue.name} at capability {index.names[col]} "
+                    f"queue {queue.name} {AT_CAPABILITY} {index.names[col]} "
                     f"{amount(index, col, float(allocated[col] + inqueue[col]))}/{amount(index, col, real[col])}"
                 )
         return None
