@@ -15,6 +15,7 @@ from tidegate.kube.metrics import SchedulerCollector
 from tidegate.kube.reading import ObjectCache
 from tidegate.kube.scheduler import ClusterScheduler
 from tidegate.model.objects import PluginOption, SchedulerConfiguration, Tier
+from tidegate.scheduler.snapshot import Decisions
 
 CLUSTER = """
 apiVersion: v1
@@ -78,6 +79,9 @@ class FakeApi:
 
     def list_objects(self) -> list[dict[str, Any]]:
         return copy.deepcopy(self.docs)
+
+    def version(self) -> int | None:
+        return None  # every read is fresh (as with --list)
 
     def bind(self, namespace: str, pod: str, node: str, gpu_index: str) -> None:
         found = self._find("Pod", pod)
@@ -309,3 +313,42 @@ spec: {weight: 1}
     scheduler.step(601.0)  # read back in the burst queue, tolerating the cloud
     assert [(p, n) for p, n, _ in api.binds] == [("train-0", "cloud-0")]
     assert api._find("PodGroup", "secret")["spec"]["queue"] == "default"  # pinned: never moves
+
+
+class WatchedApi(FakeApi):
+    """As if followed by watches: a version that moves with every change (what `KubeApi.version` reports)."""
+
+    reads = 0
+
+    def version(self) -> int | None:
+        return hash(repr(self.docs))
+
+    def list_objects(self) -> list[dict[str, Any]]:
+        self.reads += 1
+        return super().list_objects()
+
+
+def test_a_cycle_is_left_out_while_nothing_changed_since_one_that_did_nothing() -> None:
+    api = WatchedApi(CLUSTER + "---" + group("g", 1) + "---" + pod("g-0", 2, "g"))
+    scheduler = ClusterScheduler(api)
+    scheduler.step(0.0)  # binds g-0 and writes g's status
+    scheduler.step(1.0)  # reads the bind back: nothing to do
+    reads = api.reads
+    assert scheduler.step(2.0) == Decisions() and scheduler.step(3.0) == Decisions()
+    assert api.reads == reads and scheduler.quiet_cycles == 2  # no read, no cycle
+    api.add(pod("small", 1))
+    scheduler.step(4.0)
+    assert api.binds[-1][:2] == ("small", "idc-0") and api.reads == reads + 1
+
+
+def test_a_quiet_cluster_still_bursts_a_group_once_its_wait_is_over() -> None:
+    burst_queue = "\napiVersion: scheduling.volcano.sh/v1beta1\nkind: Queue\nmetadata: {name: burst-cloud}\n"
+    full = pod("theirs", 4, scheduler="default-scheduler", node="idc-0")
+    api = WatchedApi(CLUSTER + "---" + burst_queue + "---" + full + "---" + group("g", 1) + "---" + pod("g-0", 2, "g"))
+    scheduler = ClusterScheduler(api, burst=Burst("burst-cloud", after_seconds=600))
+    scheduler.step(0.0)
+    scheduler.step(1.0)
+    scheduler.step(2.0)
+    assert scheduler.quiet_cycles == 1 and scheduler.overflowed == {}
+    scheduler.step(600.0)  # the wait is over: not left out
+    assert scheduler.overflowed == {"default/g": "default"}

@@ -33,6 +33,11 @@ class ClusterApi(Protocol):
         """Nodes, PriorityClasses, Queues, PodGroups and Pods, each with its apiVersion and kind."""
         ...
 
+    def version(self) -> int | None:
+        """A number that changes whenever what `list_objects` returns may have changed; None when it cannot
+        tell (each read is fresh)."""
+        ...
+
     def bind(self, namespace: str, pod: str, node: str, gpu_index: str) -> None:
         """Bind the pod to the node (its GPU cards first, when it has some)."""
         ...
@@ -90,6 +95,11 @@ class KubeApi:
             if not informer.synced.wait(SYNC_SECONDS):
                 raise TimeoutError(f"{informer.kind}s not listed within {SYNC_SECONDS:g} s")
         return [doc for informer in self.informers for doc in informer.items()]
+
+    def version(self) -> int | None:
+        if not self.watch or not self.informers:
+            return None
+        return sum(informer.changes for informer in self.informers)
 
     def close(self) -> None:
         """Stop the watches."""

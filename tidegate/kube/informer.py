@@ -43,6 +43,8 @@ class Informer:
         self._thread = threading.Thread(target=self._run, name=f"tidegate-informer-{kind}", daemon=True)
         #: Lists done (the first, then one after each 410 or error).
         self.lists = 0
+        #: Bumped by every list and every event applied: unchanged, the objects are the same.
+        self.changes = 0
 
     def start(self) -> None:
         self._thread.start()
@@ -78,6 +80,7 @@ class Informer:
             objects[_key(doc)] = doc
         with self._lock:
             self._objects = objects
+            self.changes += 1
         self.lists += 1
         self.synced.set()
         version: str = data["metadata"]["resourceVersion"]
@@ -105,6 +108,7 @@ class Informer:
                     continue
                 doc = {**obj, "apiVersion": self.api_version, "kind": self.kind}
                 with self._lock:
+                    self.changes += 1
                     if kind == "DELETED":
                         self._objects.pop(_key(doc), None)
                     else:  # ADDED, MODIFIED

@@ -29,6 +29,8 @@ class SchedulerCollector(Collector):
             pending.add_metric([queue], seconds)
         cycles = CounterMetricFamily("tidegate_scheduling_cycles", "Scheduling cycles run")
         cycles.add_metric([], s.cycles)
+        quiet = CounterMetricFamily("tidegate_quiet_cycles", "Periods left out: nothing changed since an idle cycle")
+        quiet.add_metric([], s.quiet_cycles)
         bound = CounterMetricFamily("tidegate_pods_bound", "Pods bound")
         bound.add_metric([], s.bound)
         evicted = CounterMetricFamily("tidegate_pods_evicted", "Pods evicted by preempt or reclaim")
@@ -41,7 +43,7 @@ class SchedulerCollector(Collector):
         problems.add_metric([], len(s.problems))
         failed = CounterMetricFamily("tidegate_failed_cycles", "Cycles that raised (the API server away, say)")
         failed.add_metric([], s.failed_cycles)
-        yield from (pending, cycles, bound, evicted, step, problems, failed)
+        yield from (pending, cycles, quiet, bound, evicted, step, problems, failed)
 
 
 def serve_metrics(scheduler: ClusterScheduler, port: int, address: str = "0.0.0.0") -> None:

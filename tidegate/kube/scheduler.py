@@ -14,6 +14,7 @@ server's: a restarted scheduler reads it back, so nothing is kept locally.
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -86,6 +87,11 @@ class ClusterScheduler:
         self.bound = self.evicted = 0
         #: Steps that raised (counted by the loop that runs them).
         self.failed_cycles = 0
+        #: Steps left out: the cluster had not changed since a cycle that did nothing (`step`).
+        self.quiet_cycles = 0
+        self._quiet_version: int | None = None
+        self._quiet_until = -math.inf
+        self._seen_moves: set[str] = set()
         self.last_step_s = 0.0
         #: Objects the last read could not use, as messages (file#document kind/name field: problem).
         self.problems: list[str] = []
@@ -93,6 +99,10 @@ class ClusterScheduler:
     def step(self, now: float) -> Decisions:
         """Read the cluster, schedule, write the decisions. Returns the cycle's decisions."""
         started = time.perf_counter()
+        version = self.api.version()
+        if version is not None and version == self._quiet_version and now < self._quiet_until:
+            self.quiet_cycles += 1  # nothing changed since a cycle that did nothing: it would do nothing
+            return Decisions()
         ms = self._reader.read(self.api.list_objects())
         self.problems = [str(error) for error in ms.errors]
         core = self._reconcile(ms)
@@ -100,9 +110,12 @@ class ClusterScheduler:
             _log.warning("skipped: %s", problem)
         decisions = core.cycle(now)
         self.cycles += 1
-        self._write(core, decisions)
-        if self.burst is not None:
-            self._overflow(core, self.burst, now)
+        failed = self._write(core, decisions)
+        until = self._overflow(core, self.burst, now) if self.burst is not None else math.inf
+        did = decisions.binds or decisions.evictions or decisions.pipelined or self.overflowed.keys() - self._seen_moves
+        self._seen_moves = set(self.overflowed)
+        quiet = not did and not failed
+        self._quiet_version, self._quiet_until = (version, until) if quiet else (None, -math.inf)
         self.bound += len(decisions.binds)
         self.evicted += len(decisions.evictions)
         self.last_step_s = time.perf_counter() - started
@@ -167,14 +180,18 @@ class ClusterScheduler:
         self._groups = groups
         return core
 
-    def _overflow(self, core: OnlineScheduler, burst: Burst, now: float) -> None:
+    def _overflow(self, core: OnlineScheduler, burst: Burst, now: float) -> float:
         """Waiting PodGroups that waited long enough, or whose queue is at capability, move to the burst
-        queue: the API server is told, and the next read hands them to the scheduler there."""
+        queue: the API server is told, and the next read hands them to the scheduler there. Returns when
+        the next one will have waited long enough (inf: none waits to)."""
+        soonest = math.inf
         for key, job in list(core.waiting.items()):
             if key not in self._declared or key in self.overflowed:
                 continue  # a bare pod's group (no PodGroup to move), or moved already
             pods = [task.pod for task in job.tasks]
             if not burst.moves(job.group.queue, pods, now - job.group.created, core.pending_reason(key)):
+                if burst.moves(job.group.queue, pods, math.inf, ""):
+                    soonest = min(soonest, job.group.created + burst.after_seconds)
                 continue
             namespace, _, name = key.partition("/")
             try:
@@ -184,19 +201,24 @@ class ClusterScheduler:
                 continue
             _log.info("PodGroup %s overflowed from %s to %s", key, job.group.queue, burst.queue)
             self.overflowed[key] = job.group.queue
+        return soonest
 
     # -- writing ------------------------------------------------------------------------------------
-    def _write(self, core: OnlineScheduler, decisions: Decisions) -> None:
-        """Bindings, then evictions, then PodGroup status, each batch written concurrently."""
+    def _write(self, core: OnlineScheduler, decisions: Decisions) -> int:
+        """Bindings, then evictions, then PodGroup status, each batch written concurrently. Returns how many
+        writes failed."""
+        failures = 0
         binds = [(bind, gpu_index(bind.gpu_indices) or "") for bind in decisions.binds]
         for (bind, _), failed in zip(binds, _each(self._bind, binds), strict=True):
             if failed:  # the pod went or was bound meanwhile: the next read says how things are
+                failures += 1
                 _log.warning("binding %s to %s failed: %s", bind.pod, bind.node, failed)
                 key = self._group_of(core, bind.pod)
                 if self._groups.pop(key, None) is not None:  # its group is handed afresh at the next read
                     core.remove_group(key)
         for eviction, failed in zip(decisions.evictions, _each(self._evict, decisions.evictions), strict=True):
             if failed:
+                failures += 1
                 _log.warning("evicting %s failed: %s", eviction.pod, failed)
         wanted = {
             status.group: (
@@ -213,9 +235,11 @@ class ClusterScheduler:
         ]
         for (key, status), failed in zip(statuses, _each(self._set_status, statuses), strict=True):
             if failed:
+                failures += 1
                 _log.warning("writing the status of PodGroup %s failed: %s", key, failed)
             else:
                 self._written[key] = status
+        return failures
 
     def _bind(self, item: tuple[Bind, str]) -> None:
         bind, cards = item
