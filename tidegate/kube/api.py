@@ -18,7 +18,7 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
 from tidegate.fleet.pool import CLOUD_TOLERATION
-from tidegate.kube.informer import Informer
+from tidegate.kube.informer import Informer, documents
 from tidegate.model.objects import GPU_INDEX_ANNOTATION, TaintEffect
 
 VOLCANO_GROUP, VOLCANO_VERSION = "scheduling.volcano.sh", "v1beta1"
@@ -86,7 +86,8 @@ class KubeApi:
 
     def list_objects(self) -> list[dict[str, Any]]:
         if not self.watch:
-            return [doc for call, api, kind in self.kinds for doc in _items(call(_preload_content=False), api, kind)]
+            listings = [(json.loads(call(_preload_content=False).data), api, kind) for call, api, kind in self.kinds]
+            return [doc for listing, api, kind in listings for doc in documents(listing, api, kind)]
         if not self.informers:
             self.informers = [Informer(call, api_version, kind) for call, api_version, kind in self.kinds]
             for informer in self.informers:
@@ -156,9 +157,3 @@ class KubeApi:
         except ApiException as exc:
             if exc.status != 404:  # already gone
                 raise
-
-
-def _items(response: Any, api_version: str, kind: str) -> list[dict[str, Any]]:
-    """A list call's items as plain documents (list items carry no apiVersion or kind of their own)."""
-    data = json.loads(response.data)
-    return [{**item, "apiVersion": api_version, "kind": kind} for item in data.get("items") or ()]

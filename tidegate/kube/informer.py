@@ -74,10 +74,7 @@ class Informer:
 
     def _list(self) -> str:
         data = json.loads(self.list_call(_preload_content=False).data)
-        objects = {}
-        for item in data.get("items") or ():
-            doc = {**item, "apiVersion": self.api_version, "kind": self.kind}
-            objects[_key(doc)] = doc
+        objects = {_key(doc): doc for doc in documents(data, self.api_version, self.kind)}
         with self._lock:
             self._objects = objects
             self.changes += 1
@@ -118,6 +115,11 @@ class Informer:
                 raise _Gone from exc
             raise
         return version
+
+
+def documents(listing: dict[str, Any], api_version: str, kind: str) -> list[dict[str, Any]]:
+    """A list answer's items as documents (list items carry no apiVersion or kind of their own)."""
+    return [{**item, "apiVersion": api_version, "kind": kind} for item in listing.get("items") or ()]
 
 
 def _key(doc: dict[str, Any]) -> tuple[str, str]:

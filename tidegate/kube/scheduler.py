@@ -91,7 +91,6 @@ class ClusterScheduler:
         self.quiet_cycles = 0
         self._quiet_version: int | None = None
         self._quiet_until = -math.inf
-        self._seen_moves: set[str] = set()
         self.last_step_s = 0.0
         #: Objects the last read could not use, as messages (file#document kind/name field: problem).
         self.problems: list[str] = []
@@ -111,9 +110,8 @@ class ClusterScheduler:
         decisions = core.cycle(now)
         self.cycles += 1
         failed = self._write(core, decisions)
-        until = self._overflow(core, self.burst, now) if self.burst is not None else math.inf
-        did = decisions.binds or decisions.evictions or decisions.pipelined or self.overflowed.keys() - self._seen_moves
-        self._seen_moves = set(self.overflowed)
+        until, moved = self._overflow(core, self.burst, now) if self.burst is not None else (math.inf, False)
+        did = decisions.binds or decisions.evictions or decisions.pipelined or moved
         quiet = not did and not failed
         self._quiet_version, self._quiet_until = (version, until) if quiet else (None, -math.inf)
         self.bound += len(decisions.binds)
@@ -180,11 +178,11 @@ class ClusterScheduler:
         self._groups = groups
         return core
 
-    def _overflow(self, core: OnlineScheduler, burst: Burst, now: float) -> float:
+    def _overflow(self, core: OnlineScheduler, burst: Burst, now: float) -> tuple[float, bool]:
         """Waiting PodGroups that waited long enough, or whose queue is at capability, move to the burst
         queue: the API server is told, and the next read hands them to the scheduler there. Returns when
-        the next one will have waited long enough (inf: none waits to)."""
-        soonest = math.inf
+        the next one will have waited long enough (inf: none waits to), and whether any moved."""
+        soonest, moved = math.inf, False
         for key, job in list(core.waiting.items()):
             if key not in self._declared or key in self.overflowed:
                 continue  # a bare pod's group (no PodGroup to move), or moved already
@@ -201,7 +199,8 @@ class ClusterScheduler:
                 continue
             _log.info("PodGroup %s overflowed from %s to %s", key, job.group.queue, burst.queue)
             self.overflowed[key] = job.group.queue
-        return soonest
+            moved = True
+        return soonest, moved
 
     # -- writing ------------------------------------------------------------------------------------
     def _write(self, core: OnlineScheduler, decisions: Decisions) -> int:
