@@ -237,10 +237,73 @@ def test_a_restart_keeps_the_cloud_nodes_and_what_runs_on_them(tmp_path: Path) -
     plane.stop()
     again = start(SimClock(start=700.0))  # a new process on the same store
     assert sorted(again.nodes) == ["cloud-a100-0", "idc-a100-0"]
-    assert again.jobs["default/second"].phase is JobPhase.RUNNING and node_of(again, "default/second") == "cloud-a100-0"
+    second = again.jobs["default/second"]
+    assert second.phase is JobPhase.RUNNING and node_of(again, "default/second") == "cloud-a100-0"
+    # still in the burst queue it overflowed to (not charged to dev), its pods still tolerating the cloud
+    assert second.group.queue == "burst-cloud" and again.core.jobs["default/second"].group.queue == "burst-cloud"
+    assert all(pod.tolerations[-1].key == "cloud.provider" for pod in [*second.pods, *second.template])
     (pool,) = [p for p in again.pools_view() if p["name"] == "cloud-a100"]
     assert pool["nodes"] == ["cloud-a100-0"] and pool["billed_nodes"] == 1
     assert again.fleet.pools["cloud-a100"].new_node().name == "cloud-a100-1"  # names go on, never reused
-    for served_plane in (plane, again):
+    again.stop()
+    # the folder drops the burst queue and its Scenario: the job goes back to its own queue, and says so
+    burst_queue = FOLDER.index("metadata: {name: burst-cloud}")
+    burst_queue = FOLDER.rindex("---", 0, burst_queue)
+    without = FOLDER[:burst_queue] + FOLDER[FOLDER.index("---", burst_queue + 3) :]
+    (tmp_path / "fleet.yaml").write_text(without[: without.rindex("---")].replace("DEV_CAP", "16"))
+    third = start(SimClock(start=800.0))
+    assert third.jobs["default/second"].group.queue == "dev" and third.jobs["default/second"].waiting
+    assert third.warnings == [
+        "job default/second had overflowed to queue burst-cloud, which the folder no longer has: back in queue dev"
+    ]
+    for served_plane in (plane, again, third):
         assert served_plane.store is not None
         served_plane.store.close()
+
+
+def test_a_restart_keeps_the_nodes_still_being_provisioned_and_when_they_join(tmp_path: Path) -> None:
+    (tmp_path / "fleet.yaml").write_text(FOLDER.replace("DEV_CAP", "16"))
+    paths = [str(tmp_path)]
+    store = Store(f"sqlite:///{tmp_path / 'state.db'}")
+
+    def start(clock: SimClock) -> ControlPlane:
+        ms = load_manifests(paths)
+        pools, hpas, burst, _, _ = served_fleet(paths, ms, None)
+        plane = ControlPlane.from_manifests(ms, clock, store, pools, hpas, burst)
+        plane.start(clock, 1.0)
+        return plane
+
+    clock = SimClock()
+    plane = start(clock)
+    plane.submit(job("first", queue="prod"))
+    clock.run(until=0.5)
+    plane.submit(job("second"))
+    clock.run(until=30.0)  # the second job's wait made the HPA ask for a node at its first sync
+    (arrival,) = plane.fleet.pools["cloud-a100"].arriving
+    assert arrival.due == pytest.approx(15.0 + 60.0)
+    plane.stop()
+    clock = SimClock(start=40.0)  # a new process on the same store, before the node has joined
+    again = start(clock)
+    (pool,) = [p for p in again.pools_view() if p["name"] == "cloud-a100"]
+    assert (pool["nodes"], pool["provisioning"], pool["billed_nodes"]) == ([], 1, 1)
+    clock.run(until=arrival.due - 0.5)
+    assert again.fleet.pools["cloud-a100"].nodes == []
+    clock.run(until=arrival.due)
+    assert again.fleet.pools["cloud-a100"].nodes == ["cloud-a100-0"]  # when it was due, not a new full delay
+    assert again.fleet.pools["cloud-a100"].provisioning == 0 and again.billed_nodes["cloud-a100"] == 1
+    store.close()
+
+
+def test_a_node_cancelled_while_provisioning_does_not_hurry_the_next_one_asked_for(tmp_path: Path) -> None:
+    plane, clock, _ = served(tmp_path)
+    cloud = plane.fleet.pools["cloud-a100"]
+    plane.fleet.resize(cloud, 1)  # due at 60 s
+    clock.run(until=10.0)
+    plane.fleet.resize(cloud, 0)  # cancelled: billing stops
+    assert cloud.provisioning == 0 and plane.billed_nodes["cloud-a100"] == 0
+    clock.run(until=20.0)
+    plane.fleet.resize(cloud, 1)  # due at 80 s, its own full delay
+    clock.run(until=70.0)
+    assert cloud.nodes == [] and cloud.provisioning == 1
+    clock.run(until=81.0)
+    assert cloud.nodes == ["cloud-a100-0"] and cloud.provisioning == 0 and plane.billed_nodes["cloud-a100"] == 1

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import event, func, select
+from sqlalchemy import event, func, select, text
 from test_live import CLUSTER, RECLAIMING, RESTART_ON_EVICTION, batch, vcjob
 from test_server import SEED, _call, _free_port
 
@@ -237,10 +237,30 @@ def test_a_store_of_a_newer_schema_is_refused(store: Store) -> None:
     assert store.load() is None  # a new store: tables made, no control plane started on it yet
     with store.engine.begin() as conn:
         conn.execute(meta.update().where(meta.c.name == "schema_version").values(value="99"))
-    with pytest.raises(StoreError, match=r"schema version 99; this tidegate reads up to 1"):
+    with pytest.raises(StoreError, match=r"schema version 99; this tidegate reads up to 2"):
         Store(store.url).load()
     with pytest.raises(StoreError, match=r"store nosuch://"):
         Store("nosuch://x")
+
+
+def test_a_store_of_schema_version_1_is_brought_up_to_date_and_its_jobs_kept(store: Store) -> None:
+    p, _ = start(store)
+    p.submit(vcjob("first"))
+    p.cycle()
+    with store.engine.begin() as conn:  # as a version-1 store was written: no queue column
+        conn.execute(text("ALTER TABLE jobs DROP COLUMN queue"))
+        conn.execute(meta.update().where(meta.c.name == "schema_version").values(value="1"))
+    store.close()
+    old = Store(store.url)
+    again, _ = start(old)
+    assert again.jobs["default/first"].phase is JobPhase.RUNNING and again.jobs["default/first"].group.queue == "dev"
+    with old.engine.connect() as conn:
+        assert conn.execute(select(meta.c.value).where(meta.c.name == "schema_version")).scalar_one() == "2"
+        assert conn.execute(select(jobs_table.c.queue)).scalars().all() == [""]
+    again.submit(vcjob("second"))
+    with old.engine.connect() as conn:
+        assert conn.execute(select(jobs_table.c.queue).order_by(jobs_table.c.id)).scalars().all() == ["", "dev"]
+    old.close()
 
 
 def test_a_folder_job_s_stored_text_rebuilds_it(store: Store) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from tidegate.clock import Timer
 from tidegate.fleet.spec import ClusterSpec, NodePoolSpec
 from tidegate.model.objects import (
     GPU_PRODUCT_LABEL,
@@ -54,6 +55,15 @@ def node_type(cluster: ClusterSpec, pool: NodePoolSpec) -> str:
     return "cloud-spot" if pool.pricing.model == "spot" else "cloud-ondemand"
 
 
+@dataclass(slots=True, eq=False)
+class Arrival:
+    """A node asked for that has not joined yet: when it joins (after the pool's provisioning delay), and the
+    timer that joins it (cancelled if the pool shrinks first)."""
+
+    due: float
+    timer: Timer | None = None
+
+
 @dataclass(slots=True)
 class Pool:
     """A node pool during a run: its spec, cluster, and the nodes it has."""
@@ -65,7 +75,8 @@ class Pool:
     nodes: list[str] = field(default_factory=list)
     #: Cordoned nodes waiting for their last job before they leave (drain-aware scale-in).
     draining: list[str] = field(default_factory=list)
-    provisioning: int = 0
+    #: Nodes being provisioned, in the order they were asked for.
+    arriving: list[Arrival] = field(default_factory=list)
     created: int = 0
     #: What each node offers, parsed from the spec once (every node of a pool is the same).
     allocatable: Resources | None = field(default=None, repr=False, compare=False)
@@ -82,6 +93,11 @@ class Pool:
     @property
     def gpus_per_node(self) -> int:
         return self.spec.gpu.count
+
+    @property
+    def provisioning(self) -> int:
+        """How many nodes are on the way."""
+        return len(self.arriving)
 
     @property
     def size(self) -> int:

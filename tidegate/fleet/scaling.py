@@ -25,7 +25,7 @@ from tidegate.autoscale.hpa import (
     selected_values,
 )
 from tidegate.clock import Clock
-from tidegate.fleet.pool import Pool
+from tidegate.fleet.pool import Arrival, Pool
 from tidegate.model.objects import Node, Queue
 
 #: How often an HPA syncs (the kube-controller-manager's --horizontal-pod-autoscaler-sync-period).
@@ -159,9 +159,12 @@ class CloudFleet:
                     self.host.billed(pool, 1)
             self.host.sized(pool)
 
-    def restore(self, pool: Pool, nodes: Sequence[str], draining: Sequence[str], created: int) -> None:
+    def restore(
+        self, pool: Pool, nodes: Sequence[str], draining: Sequence[str], created: int, arriving: Sequence[float] = ()
+    ) -> None:
         """The pool as it was kept (instead of `start`): these nodes, ready (a cloud pool's billed), the
-        `draining` ones cordoned, and new nodes numbered on from `created`."""
+        `draining` ones cordoned, nodes still on the way joining at their `arriving` times (billed from now),
+        and new nodes numbered on from `created`."""
         pool.created = max(created, pool.created)
         for name in nodes:
             node = pool.node(name)
@@ -174,6 +177,8 @@ class CloudFleet:
             if name in pool.nodes and name not in pool.draining:
                 pool.draining.append(name)
                 self.nodes.set_schedulable(name, False)
+        for due in arriving:
+            self._ask(pool, max(due, self.clock.now()))
         self.host.sized(pool)
 
     def sync(self, pending_seconds: Mapping[str, float]) -> None:
@@ -209,13 +214,15 @@ class CloudFleet:
             pool.draining.remove(node)
             self.nodes.set_schedulable(node, True)
         while pool.size < desired:
-            pool.provisioning += 1
-            host.billed(pool, 1)
-            self.clock.call_later(pool.spec.provisioning_delay_seconds, partial(self._provisioned, pool))
+            self._ask(pool, self.clock.now() + pool.spec.provisioning_delay_seconds)
         if pool.size > desired:
             surplus = pool.size - desired
             cancel = min(surplus, pool.provisioning)
-            pool.provisioning -= cancel
+            first = len(pool.arriving) - cancel  # the nodes asked for last are cancelled first
+            for arrival in pool.arriving[first:]:
+                if arrival.timer is not None:
+                    arrival.timer.cancel()
+            del pool.arriving[first:]
             host.billed(pool, -cancel)
             surplus -= cancel
             active = [n for n in reversed(pool.nodes) if n not in pool.draining]
@@ -228,10 +235,15 @@ class CloudFleet:
                     self.remove_node(pool, node)
         host.sized(pool)
 
-    def _provisioned(self, pool: Pool) -> None:
-        if pool.provisioning <= 0:
-            return  # cancelled by a scale-down while provisioning
-        pool.provisioning -= 1
+    def _ask(self, pool: Pool, due: float) -> None:
+        """A new node for the pool, billed from now, joining at `due`."""
+        arrival = Arrival(due)
+        arrival.timer = self.clock.call_at(due, partial(self._provisioned, pool, arrival))
+        pool.arriving.append(arrival)
+        self.host.billed(pool, 1)
+
+    def _provisioned(self, pool: Pool, arrival: Arrival) -> None:
+        pool.arriving.remove(arrival)
         self.node_ready(pool)
         self.host.sized(pool)
         self.host.want_cycle()

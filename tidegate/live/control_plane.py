@@ -237,7 +237,7 @@ class ControlPlane:
         for pool in pools:
             if pool.name in kept:
                 state = kept[pool.name]
-                self.fleet.restore(pool, state["nodes"], state["draining"], state["created"])
+                self.fleet.restore(pool, state["nodes"], state["draining"], state["created"], state.get("arriving", ()))
 
     @classmethod
     def from_manifests(
@@ -595,7 +595,8 @@ class ControlPlane:
                     writer.put_queue(name, queue.raw or _queue_manifest(queue))
             for name in self._dirty_pools:
                 pool = self.fleet.pools[name]
-                writer.put_pool(name, {"created": pool.created, "nodes": pool.nodes, "draining": pool.draining})
+                state = {"created": pool.created, "nodes": pool.nodes, "draining": pool.draining}
+                writer.put_pool(name, state | {"arriving": [arrival.due for arrival in pool.arriving]})
         for key in self._dirty:
             if key in self.jobs:
                 self._saved_events[key] = len(self.jobs[key].events)
@@ -743,6 +744,15 @@ class ControlPlane:
         self._saved_events[job.key] = len(job.events)
         pods = {pod.key: pod for pod in state.pods}
         job.pods = [_restored_pod(pod, pods.get(pod.key)) for pod in job.template]
+        if state.queue and state.queue != job.group.queue:
+            if state.queue in self.queues:
+                _move(job, state.queue)
+            else:
+                self.warnings.append(
+                    f"job {job.key} had overflowed to queue {state.queue}, which the folder no longer has: "
+                    f"back in queue {job.group.queue}"
+                )
+                self._dirty.add(job.key)
         lost = sorted({p.node_name for p in job.pods if p.phase is PodPhase.RUNNING and p.node_name not in self.nodes})
         if lost and job.phase not in FINISHED:
             now = self.clock.now()
@@ -807,9 +817,7 @@ class ControlPlane:
             if not job.waiting or not burst.moves(home, job.pods, now - job.queued_since, job.reason):
                 continue
             self.core.remove_group(key)
-            job.group = replace(job.group, queue=burst.queue)
-            job.template = tuple(burstable(pod) for pod in job.template)
-            job.pods = [burstable(pod) for pod in job.pods]
+            _move(job, burst.queue)
             self.core.add_group(job.group, list(job.pods))
             job.events.append((now, f"overflowed from {home} to {burst.queue}"))
             self._dirty.add(key)
@@ -905,7 +913,15 @@ def _state(job: LiveJob) -> JobState:
         job.started,
         job.finished,
         pods,
+        job.group.queue,
     )
+
+
+def _move(job: LiveJob, queue: str) -> None:
+    """The job goes to the burst queue: its pods, pending or running, tolerate the cloud nodes' taint."""
+    job.group = replace(job.group, queue=queue)
+    job.template = tuple(burstable(pod) for pod in job.template)
+    job.pods = [burstable(pod) for pod in job.pods]
 
 
 def _restored_pod(pod: Pod, state: PodState | None) -> Pod:

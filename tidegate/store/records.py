@@ -45,6 +45,9 @@ class JobState:
     started: float | None
     finished: float | None
     pods: tuple[PodState, ...]
+    #: The queue the job is in now: the burst queue once it overflowed ("" from a store written before
+    #: this was kept, which means the queue it was submitted to).
+    queue: str = ""
 
 
 #: An event as stored: its position in the job's list, time, message.
@@ -66,5 +69,5 @@ class Saved:
     jobs: Sequence[StoredJob]
     #: Patched queues' manifests by name.
     queues: Mapping[str, dict[str, Any]]
-    #: Node pools' states by name: {"created": n, "nodes": [...], "draining": [...]}.
+    #: Node pools' states by name: {"created": n, "nodes": [...], "draining": [...], "arriving": [due, ...]}.
     pools: Mapping[str, dict[str, Any]] = field(default_factory=dict)

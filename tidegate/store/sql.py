@@ -3,9 +3,9 @@
 `tidegate serve` writes through to it so that a restart continues where the last run stopped ("nothing
 already accepted is lost"). It keeps plain values, not the model's objects: a job is the text of the
 batch it was submitted in (rebuilt by parsing that text again, as a submission is) plus its state
-(phase, reason, retries, times, each pod's node, cards and phase) and its events; a queue patched live
-is its current manifest. SQLite (`sqlite:///tidegate.db`) by default; `postgresql+psycopg://...` or
-any SQLAlchemy URL works with its driver installed.
+(phase, reason, retries, times, each pod's node, cards and phase, the queue it overflowed to) and its
+events; a queue patched live is its current manifest. SQLite (`sqlite:///tidegate.db`) by default;
+`postgresql+psycopg://...` or any SQLAlchemy URL works with its driver installed.
 
 Tables: `meta` (schema version, whether a control plane has started on it), `batches` (submitted text
 and its file name), `jobs` (one row a job, pods as JSON, in submission order), `events` (appended, one
@@ -32,6 +32,7 @@ from sqlalchemy import (
     delete,
     insert,
     select,
+    text,
     update,
 )
 from sqlalchemy.engine import Engine, make_url
@@ -40,8 +41,13 @@ from sqlalchemy.sql import ColumnElement
 
 from tidegate.store.records import Batch, EventRow, JobState, PodState, Saved, StoredJob, StoreError
 
-#: Bumped when the tables change; a store written by a newer tidegate is refused rather than misread.
-SCHEMA_VERSION = 1
+#: Bumped when the tables change; a store written by a newer tidegate is refused rather than misread, an
+#: older one is brought up to date (`MIGRATIONS`) when it is opened.
+SCHEMA_VERSION = 2
+#: The statements that bring a store of version N - 1 to version N (each portable SQL: SQLite and PostgreSQL).
+MIGRATIONS: dict[int, tuple[str, ...]] = {
+    2: ("ALTER TABLE jobs ADD COLUMN queue VARCHAR(256) NOT NULL DEFAULT ''",),
+}
 
 metadata = MetaData()
 meta = Table("meta", metadata, Column("name", String(64), primary_key=True), Column("value", Text, nullable=False))
@@ -66,6 +72,7 @@ jobs = Table(
     Column("started", Double),
     Column("finished", Double),
     Column("pods", JSON, nullable=False),
+    Column("queue", String(256), nullable=False, server_default=""),  # where it is now ("" from version 1)
 )
 events = Table(
     "events",
@@ -194,6 +201,11 @@ class Store:
             raise StoreError(
                 f"store {self.where} has schema version {found}; this tidegate reads up to {SCHEMA_VERSION}"
             )
+        elif int(found) < SCHEMA_VERSION:
+            for version in range(int(found) + 1, SCHEMA_VERSION + 1):
+                for statement in MIGRATIONS[version]:
+                    conn.execute(text(statement))
+            conn.execute(update(meta).where(meta.c.name == "schema_version").values(value=str(SCHEMA_VERSION)))
 
 
 def _upsert(
@@ -215,6 +227,7 @@ def _job_values(state: JobState) -> dict[str, Any]:
         "started": state.started,
         "finished": state.finished,
         "pods": [[pod.key, pod.phase, pod.node, list(pod.gpu_indices)] for pod in state.pods],
+        "queue": state.queue,
     }
 
 
@@ -231,4 +244,5 @@ def _job_state(row: Any) -> JobState:
         row.started,
         row.finished,
         pods,
+        row.queue,
     )
