@@ -11,7 +11,7 @@ STAMP := $(VENV)/.installed-dev
 KAS_HOME ?= $(HOME)/.cache/kube-apiserver-1.20.2
 export KAS_HOME
 
-.PHONY: demo demo-mechanisms test lint typecheck unit kube-apiserver bench clean
+.PHONY: demo demo-mechanisms test lint typecheck unit kube-apiserver postgres bench clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -42,9 +42,13 @@ typecheck: $(STAMP)
 kube-apiserver:
 	tools/build-kube-apiserver
 
-# Every test runs: the Kubernetes ones fail (not skip) without the API server they need.
-unit: $(STAMP) kube-apiserver
-	TIDEGATE_REQUIRE_KUBE=1 $(BIN)/pytest
+# Debian's PostgreSQL server, for the store's tests on PostgreSQL (installed only when missing).
+postgres:
+	tools/install-postgres
+
+# Every test runs: the Kubernetes and PostgreSQL ones fail (not skip) without the servers they need.
+unit: $(STAMP) kube-apiserver postgres
+	TIDEGATE_REQUIRE_KUBE=1 TIDEGATE_REQUIRE_POSTGRES=1 $(BIN)/pytest
 
 test: lint typecheck unit
 

@@ -8,12 +8,14 @@ from pathlib import Path
 
 import pytest
 import typer
+from fastapi.testclient import TestClient
 
 from tidegate.cli.serve import served_fleet
 from tidegate.clock import SimClock
 from tidegate.live.control_plane import ControlPlane, JobPhase
 from tidegate.model.manifests import load_manifests
 from tidegate.model.objects import PodPhase
+from tidegate.server.app import create_app
 from tidegate.store.sql import Store
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -118,11 +120,11 @@ def served(tmp_path: Path, scenario: str | None = None, dev_gpus: int = 16) -> t
     (tmp_path / "fleet.yaml").write_text(FOLDER.replace("DEV_CAP", str(dev_gpus)))
     paths = [str(tmp_path)]
     ms = load_manifests(paths)
-    pools, hpas, burst, name, _ = served_fleet(paths, ms, scenario)
+    fleet = served_fleet(paths, ms, scenario)
     clock = SimClock()
-    plane = ControlPlane.from_manifests(ms, clock, None, pools, hpas, burst)
+    plane = ControlPlane.from_manifests(ms, clock, None, fleet.pools, fleet.hpas, fleet.burst, fleet.budget)
     plane.start(clock, 1.0)
-    return plane, clock, name
+    return plane, clock, fleet.scenario
 
 
 def node_of(plane: ControlPlane, key: str) -> str:
@@ -206,13 +208,16 @@ def test_an_unknown_scenario_is_refused_by_name(tmp_path: Path) -> None:
 def test_the_demo_folder_is_served_with_its_burst_scenario_and_without_its_job_template() -> None:
     paths = [str(ROOT / "examples" / "hybrid-idc")]
     ms = load_manifests(paths)
-    pools, hpas, burst, name, notes = served_fleet(paths, ms, None)
-    assert name == "elastic-burst"
-    assert notes == ["NodePool aliyun-a100-spot: spot interruptions are not simulated live (the provider's happen)"]
-    assert burst is not None and (burst.queue, burst.after_seconds) == ("burst-cloud", 600.0)
-    assert [p.name for p in pools] == ["idc-a100", "aliyun-a100-spot"] and [h.name for h in hpas] == ["cloud-burst-hpa"]
+    fleet = served_fleet(paths, ms, None)
+    assert fleet.scenario == "elastic-burst"
+    assert fleet.notes == [
+        "NodePool aliyun-a100-spot: spot interruptions are not simulated live (the provider's happen)"
+    ]
+    assert fleet.burst is not None and (fleet.burst.queue, fleet.burst.after_seconds) == ("burst-cloud", 600.0)
+    assert [p.name for p in fleet.pools] == ["idc-a100", "aliyun-a100-spot"]
+    assert [h.name for h in fleet.hpas] == ["cloud-burst-hpa"]
     assert ms.jobs == []  # llm-finetune is the workload's policy template, not a job to run
-    plane = ControlPlane.from_manifests(ms, SimClock(), None, pools, hpas, burst)
+    plane = ControlPlane.from_manifests(ms, SimClock(), None, fleet.pools, fleet.hpas, fleet.burst, fleet.budget)
     assert len(plane.nodes) == 128
 
 
@@ -222,8 +227,9 @@ def test_a_restart_keeps_the_cloud_nodes_and_what_runs_on_them(tmp_path: Path) -
 
     def start(clock: SimClock) -> ControlPlane:
         ms = load_manifests(paths)
-        pools, hpas, burst, _, _ = served_fleet(paths, ms, None)
-        plane = ControlPlane.from_manifests(ms, clock, Store(f"sqlite:///{tmp_path / 'state.db'}"), pools, hpas, burst)
+        fleet = served_fleet(paths, ms, None)
+        store = Store(f"sqlite:///{tmp_path / 'state.db'}")
+        plane = ControlPlane.from_manifests(ms, clock, store, fleet.pools, fleet.hpas, fleet.burst, fleet.budget)
         plane.start(clock, 1.0)
         return plane
 
@@ -268,8 +274,8 @@ def test_a_restart_keeps_the_nodes_still_being_provisioned_and_when_they_join(tm
 
     def start(clock: SimClock) -> ControlPlane:
         ms = load_manifests(paths)
-        pools, hpas, burst, _, _ = served_fleet(paths, ms, None)
-        plane = ControlPlane.from_manifests(ms, clock, store, pools, hpas, burst)
+        fleet = served_fleet(paths, ms, None)
+        plane = ControlPlane.from_manifests(ms, clock, store, fleet.pools, fleet.hpas, fleet.burst, fleet.budget)
         plane.start(clock, 1.0)
         return plane
 
@@ -290,7 +296,7 @@ def test_a_restart_keeps_the_nodes_still_being_provisioned_and_when_they_join(tm
     assert again.fleet.pools["cloud-a100"].nodes == []
     clock.run(until=arrival.due)
     assert again.fleet.pools["cloud-a100"].nodes == ["cloud-a100-0"]  # when it was due, not a new full delay
-    assert again.fleet.pools["cloud-a100"].provisioning == 0 and again.billed_nodes["cloud-a100"] == 1
+    assert again.fleet.pools["cloud-a100"].provisioning == 0 and again.bill.nodes["cloud-a100"] == 1
     store.close()
 
 
@@ -300,10 +306,131 @@ def test_a_node_cancelled_while_provisioning_does_not_hurry_the_next_one_asked_f
     plane.fleet.resize(cloud, 1)  # due at 60 s
     clock.run(until=10.0)
     plane.fleet.resize(cloud, 0)  # cancelled: billing stops
-    assert cloud.provisioning == 0 and plane.billed_nodes["cloud-a100"] == 0
+    assert cloud.provisioning == 0 and plane.bill.nodes["cloud-a100"] == 0
     clock.run(until=20.0)
     plane.fleet.resize(cloud, 1)  # due at 80 s, its own full delay
     clock.run(until=70.0)
     assert cloud.nodes == [] and cloud.provisioning == 1
     clock.run(until=81.0)
-    assert cloud.nodes == ["cloud-a100-0"] and cloud.provisioning == 0 and plane.billed_nodes["cloud-a100"] == 1
+    assert cloud.nodes == ["cloud-a100-0"] and cloud.provisioning == 0 and plane.bill.nodes["cloud-a100"] == 1
+
+
+BUDGETED = """
+---
+apiVersion: tidegate.io/v1alpha1
+kind: Scenario
+metadata: {name: budgeted}
+spec:
+  quotas: elastic
+  burst: {enabled: true, queue: burst-cloud, afterSeconds: 120}
+  budget:
+    perPeriod: 2
+    periodHours: 1
+    queue: burst-cloud
+    thresholds:
+    - {spentFraction: 0.5, weight: 10}
+    - {spentFraction: 1.0, state: Closed, maxReplicas: 1}
+"""
+
+
+def budgeted(tmp_path: Path, clock: SimClock, store: Store) -> ControlPlane:
+    (tmp_path / "fleet.yaml").write_text(FOLDER.replace("DEV_CAP", "16") + BUDGETED)
+    paths = [str(tmp_path)]
+    ms = load_manifests(paths)
+    fleet = served_fleet(paths, ms, "budgeted")
+    plane = ControlPlane.from_manifests(ms, clock, store, fleet.pools, fleet.hpas, fleet.burst, fleet.budget)
+    plane.start(clock, 1.0)
+    return plane
+
+
+def burst_queue(plane: ControlPlane) -> tuple[int, str, int]:
+    queue = plane.queues["burst-cloud"]
+    return queue.weight, queue.state.value, plane.fleet.autoscalers[0].spec.max_replicas
+
+
+def test_the_budget_patches_the_burst_queue_and_caps_the_hpa_live_and_a_restart_resumes_its_period(
+    tmp_path: Path,
+) -> None:
+    store = Store(f"sqlite:///{tmp_path / 'state.db'}")
+    clock = SimClock()
+    plane = budgeted(tmp_path, clock, store)
+    plane.submit(job("first", queue="prod"))
+    clock.run(until=0.5)
+    plane.submit(job("second"))  # waits; the HPA asks for a cloud node at 15 s: 30 an hour is billed from then
+    clock.run(until=134.0)
+    assert burst_queue(plane) == (1, "Open", 2)
+    # half of the budget of 2 is spent at 135 s (120 s at 1/120 a second), a check time (every 15 s)
+    clock.run(until=135.0)
+    assert burst_queue(plane) == (10, "Open", 2)
+    view = plane.budget_view()
+    assert (view["period"], view["spent"], view["thresholds_crossed"]) == (0, pytest.approx(1.0), 1)
+    assert "weight 1, capability nvidia.com/gpu=16 -> weight 10" in view["events"][0]["message"]
+    clock.run(until=255.0)  # all of it at 255 s: closed, and the HPA capped at one node
+    assert burst_queue(plane) == (10, "Closed", 1)
+    assert [p["spent"] for p in plane.pools_view()] == [0.0, pytest.approx(2.0)]
+    plane.stop()
+    store.close()
+
+    # a new process at 400 s: the same period, thresholds crossed, queue patched, HPA capped; the node ran
+    # on while it was down, so its spend goes on from the kept bill
+    store = Store(store.url)
+    clock = SimClock(start=400.0)
+    again = budgeted(tmp_path, clock, store)
+    assert burst_queue(again) == (10, "Closed", 1)
+    view = again.budget_view()
+    assert (view["period"], view["thresholds_crossed"], view["hpa_capped"]) == (0, 2, True)
+    assert view["spent"] == pytest.approx((400.0 - 15.0) / 120)
+    # the operator raises the weight: the queue's own spec, which the next period restores to
+    again.patch_queue("burst-cloud", {"spec": {"weight": 5}})
+    assert burst_queue(again) == (5, "Closed", 1)
+    clock.run(until=3600.0)
+    assert burst_queue(again) == (5, "Open", 2)
+    view = again.budget_view()
+    assert (view["period"], view["period_start"], view["thresholds_crossed"], view["spent"]) == (1, 3600.0, 0, 0.0)
+    assert [e["time"] for e in view["events"]][-2:] == [3600.0, 3600.0]  # the queue, then the HPA, restored
+    again.stop()
+    store.close()
+
+
+def test_a_restart_in_a_later_period_starts_it_where_it_began(tmp_path: Path) -> None:
+    store = Store(f"sqlite:///{tmp_path / 'state.db'}")
+    clock = SimClock()
+    plane = budgeted(tmp_path, clock, store)
+    plane.submit(job("first", queue="prod"))
+    clock.run(until=0.5)
+    plane.submit(job("second"))
+    clock.run(until=300.0)
+    assert burst_queue(plane) == (10, "Closed", 1)
+    plane.stop()
+    store.close()
+    store = Store(store.url)
+    clock = SimClock(start=3700.0)  # down across the start of period 1
+    again = budgeted(tmp_path, clock, store)
+    assert burst_queue(again) == (1, "Open", 2)
+    view = again.budget_view()
+    assert (view["period"], view["period_start"], view["thresholds_crossed"]) == (1, 3600.0, 0)
+    assert view["spent"] == pytest.approx(100.0 / 120)  # the node billed from the period's start
+    clock.run(until=3729.0)  # 50% at 3,720 s, seen at the first check after it (every 15 s from 3,700 s)
+    assert burst_queue(again) == (1, "Open", 2)
+    clock.run(until=3730.0)
+    assert burst_queue(again) == (10, "Open", 2)
+    again.stop()
+    store.close()
+
+
+def test_the_api_shows_the_budget_and_the_pools_spend(tmp_path: Path) -> None:
+    clock = SimClock()
+    plane = budgeted(tmp_path, clock, Store(f"sqlite:///{tmp_path / 'state.db'}"))
+    plane.submit(job("first", queue="prod") + "---" + job("second"))
+    clock.run(until=135.0)
+    api = TestClient(create_app(plane))
+    budget = api.get("/budget").json()
+    assert (budget["queue"], budget["per_period"], budget["thresholds_crossed"]) == ("burst-cloud", 2.0, 1)
+    metrics = api.get("/metrics").text
+    assert 'tidegate_pool_spend_total{pool="cloud-a100"} 1.0' in metrics
+    assert "tidegate_budget_period_spent 1.0" in metrics
+    (tmp_path / "plain").mkdir()
+    plain, _, _ = served(tmp_path / "plain")
+    assert TestClient(create_app(plain)).get("/budget").status_code == 404
+    assert plane.store is not None
+    plane.store.close()

@@ -1,4 +1,4 @@
-"""Budget control on a hand-checkable scenario (tidegate/sim/budget.py)."""
+"""Budget control on a hand-checkable scenario (tidegate/fleet/budget.py)."""
 
 from __future__ import annotations
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from postgres_server import new_database, postgres_server
 from sqlalchemy import event, func, select, text
 from test_live import CLUSTER, RECLAIMING, RESTART_ON_EVICTION, batch, vcjob
 from test_server import SEED, _call, _free_port
@@ -28,9 +29,24 @@ from tidegate.store.sql import Store, meta
 from tidegate.store.sql import jobs as jobs_table
 
 
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[str]:
+    """One PostgreSQL server for the session (tests/postgres_server.py)."""
+    with postgres_server() as url:
+        yield url
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A new empty store in each database the store is tested on: a SQLite file, a PostgreSQL database."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'state.db'}"
+    return new_database(request.getfixturevalue("postgres"))
+
+
 @pytest.fixture
-def store(tmp_path: Path) -> Iterator[Store]:
-    opened = Store(f"sqlite:///{tmp_path / 'state.db'}")
+def store(store_url: str) -> Iterator[Store]:
+    opened = Store(store_url)
     yield opened
     opened.close()
 
@@ -237,8 +253,10 @@ def test_a_store_of_a_newer_schema_is_refused(store: Store) -> None:
     assert store.load() is None  # a new store: tables made, no control plane started on it yet
     with store.engine.begin() as conn:
         conn.execute(meta.update().where(meta.c.name == "schema_version").values(value="99"))
+    newer = Store(store.url)
     with pytest.raises(StoreError, match=r"schema version 99; this tidegate reads up to 2"):
-        Store(store.url).load()
+        newer.load()
+    newer.close()
     with pytest.raises(StoreError, match=r"store nosuch://"):
         Store("nosuch://x")
 
@@ -295,8 +313,8 @@ def _wait_for(url: str, server: subprocess.Popen[bytes], log: Path, deadline: fl
             time.sleep(0.2)
 
 
-def test_tidegate_serve_keeps_running_jobs_across_a_restart(tmp_path: Path) -> None:
-    url = f"sqlite:///{tmp_path / 'state.db'}"
+def test_tidegate_serve_keeps_running_jobs_across_a_restart(tmp_path: Path, store_url: str) -> None:
+    url = store_url
     log = tmp_path / "serve.log"
     deadline = time.monotonic() + 60
     port = _free_port()

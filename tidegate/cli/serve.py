@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from dataclasses import dataclass, field
 from typing import Annotated
 
 import typer
@@ -14,6 +15,7 @@ from tidegate.cli.output import fail, warn
 from tidegate.clock import WallClock
 from tidegate.fleet.burst import Burst
 from tidegate.fleet.pool import Pool
+from tidegate.fleet.spec import BudgetSpec
 from tidegate.live.control_plane import DEFAULT_PERIOD_SECONDS, ControlPlane
 from tidegate.model.errors import ManifestErrors
 from tidegate.model.manifests import ManifestSet, load_manifests
@@ -65,10 +67,10 @@ def serve(
     warn(err, ms.warnings)
     clock = WallClock(start=time.time())
     try:
-        pools, hpas, burst, served, notes = served_fleet(paths, ms, scenario)
-        warn(err, notes)
+        fleet = served_fleet(paths, ms, scenario)
+        warn(err, fleet.notes)
         opened = None if store == MEMORY else Store(store_url(store))
-        plane = ControlPlane.from_manifests(ms, clock, opened, pools, hpas, burst)
+        plane = ControlPlane.from_manifests(ms, clock, opened, fleet.pools, fleet.hpas, fleet.burst, fleet.budget)
     except (ValueError, typer.BadParameter) as exc:
         fail(err, [exc])
         raise typer.Exit(1) from exc
@@ -88,10 +90,12 @@ def serve(
     )
     where = f"in {opened.where}" if opened is not None else "in memory only (a restart forgets it)"
     console.print(f"tidegate: state lives {where}", highlight=False, soft_wrap=True)
-    if served:
+    if fleet.scenario:
+        budget = fleet.budget
         console.print(
-            f"tidegate: scenario {served}: {len(pools)} node pools, {len(hpas)} HPAs, "
-            f"burst {'to ' + burst.queue if burst else 'off'}",
+            f"tidegate: scenario {fleet.scenario}: {len(fleet.pools)} node pools, {len(fleet.hpas)} HPAs, "
+            f"burst {'to ' + fleet.burst.queue if fleet.burst else 'off'}, "
+            f"budget {f'{budget.per_period:,.2f} per {budget.period_hours:g} h' if budget else 'off'}",
             highlight=False,
         )
     try:
@@ -102,17 +106,28 @@ def serve(
             opened.close()
 
 
-def served_fleet(
-    paths: list[str], ms: ManifestSet, scenario: str | None
-) -> tuple[list[Pool], list[HPASpec], Burst | None, str, list[str]]:
+@dataclass(frozen=True)
+class ServedFleet:
+    """What `tidegate serve` runs of a simulation folder besides its nodes and queues."""
+
+    pools: list[Pool] = field(default_factory=list)
+    hpas: list[HPASpec] = field(default_factory=list)
+    burst: Burst | None = None
+    budget: BudgetSpec | None = None
+    #: The Scenario served ("" for none).
+    scenario: str = ""
+    #: What is not served, to warn of.
+    notes: list[str] = field(default_factory=list)
+
+
+def served_fleet(paths: list[str], ms: ManifestSet, scenario: str | None) -> ServedFleet:
     """A simulation folder's fleet as served live: node pools (IDC pools' nodes at once, cloud pools sized by
-    their HPAs), the chosen Scenario's quotas (static quotas rewrite `ms.queues`) and cloud burst, its name
-    ("" for none), and notes on what is not served. A folder of Nodes alone gives no pools. Raises
-    ManifestErrors or BadParameter."""
+    their HPAs), the chosen Scenario's quotas (static quotas rewrite `ms.queues`), cloud burst and budget.
+    A folder of Nodes alone gives no pools. Raises ManifestErrors or BadParameter."""
     if not any(s.kind in ("Cluster", "NodePool") for s in ms.skipped):
         if scenario is not None:
             raise typer.BadParameter("the folder has no NodePools: --scenario needs a simulation folder")
-        return [], [], None, "", [f"skipped {s.kind}/{s.name} ({s.source}): not served live" for s in ms.skipped]
+        return ServedFleet(notes=[f"skipped {s.kind}/{s.name} ({s.source}): not served live" for s in ms.skipped])
     inp = load_simulation(paths)
     name, chosen = _scenario(inp.scenarios, scenario)
     queues, pools = scenario_fleet(inp, chosen)
@@ -125,11 +140,14 @@ def served_fleet(
     for pool in pools:
         if pool.spec.interruption is not None or pool.spec.pricing.model == "spot":
             notes.append(f"NodePool {pool.name}: spot interruptions are not simulated live (the provider's happen)")
-    ignored = [what for what, on in (("budget", chosen.budget), ("linkOutages", chosen.link_outages)) if on]
-    if ignored:
-        notes.append(f"scenario {name}: {', '.join(ignored)} not served live")
-    burst = Burst(chosen.burst.queue, chosen.burst.after_seconds) if chosen.burst.enabled else None
-    return pools, list(inp.hpas) if burst is not None else [], burst, name, notes
+    if chosen.link_outages:
+        notes.append(f"scenario {name}: linkOutages not served live (a real link fails by itself)")
+    if chosen.budget is not None and not chosen.burst.enabled:
+        notes.append(f"scenario {name}: its budget is not served without burst (no cloud spend to count)")
+    if not chosen.burst.enabled:
+        return ServedFleet(pools, [], None, None, name, notes)
+    burst = Burst(chosen.burst.queue, chosen.burst.after_seconds)
+    return ServedFleet(pools, list(inp.hpas), burst, chosen.budget, name, notes)
 
 
 def _scenario(scenarios: dict[str, ScenarioSpec], wanted: str | None) -> tuple[str, ScenarioSpec]:

@@ -1,5 +1,6 @@
-"""The fleet's manifest kinds (apiVersion tidegate.io/v1alpha1): Cluster and NodePool, read by the simulator
-and by the live control plane alike. Validated with pydantic; errors name file, document, kind/name and field.
+"""The fleet's manifest kinds (apiVersion tidegate.io/v1alpha1): Cluster and NodePool, and a Scenario's
+cloud budget, read by the simulator and by the live control plane alike. Validated with pydantic; errors
+name file, document, kind/name and field.
 """
 
 from __future__ import annotations
@@ -125,3 +126,25 @@ class NodePoolSpec(Spec):
     def _quantity(cls, value: str) -> str:
         parse_quantity(value, "quantity")
         return value
+
+
+class BudgetThreshold(Spec):
+    """When the period's cloud spend reaches `spent_fraction` of the budget, patch the queue."""
+
+    spent_fraction: Annotated[float, Field(gt=0)]
+    weight: Annotated[int | None, Field(ge=1, le=65535)] = None
+    #: Replaces the queue's capability; as in a Queue, nvidia.com/gpu: "0" means no GPUs (cpu/memory 0: no cap).
+    capability: dict[str, str] | None = None
+    #: Closed stops the queue taking any new work (as `vcctl queue operate --action close`).
+    state: Literal["Open", "Closed"] | None = None
+    #: Caps every cloud pool's HPA at this many replicas (`kubectl patch hpa ... {"spec":{"maxReplicas":N}}`).
+    max_replicas: Annotated[int | None, Field(ge=1)] = None
+
+
+class BudgetSpec(Spec):
+    """A cloud budget per period; crossing a threshold patches the burst queue until the next period."""
+
+    per_period: Annotated[float, Field(gt=0)]
+    period_hours: Annotated[float, Field(gt=0)] = 24.0
+    queue: str = "burst-cloud"
+    thresholds: Annotated[list[BudgetThreshold], Field(min_length=1)]

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import threading
 import uuid
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
@@ -35,10 +36,13 @@ import yaml
 
 from tidegate.autoscale.hpa import HPASpec
 from tidegate.clock import Callback, Clock, EventLoop, Timer
+from tidegate.fleet.budget import Budget
 from tidegate.fleet.burst import Burst, burstable
 from tidegate.fleet.pool import Pool, pinned_to_idc
 from tidegate.fleet.scaling import HPA_SYNC_SECONDS, CloudFleet, QueueTree
+from tidegate.fleet.spec import BudgetSpec
 from tidegate.lifecycle.policies import JobPolicy, Resolution, job_policy, verdict
+from tidegate.live.bill import Bill
 from tidegate.model.errors import ManifestError, ManifestErrors, Source
 from tidegate.model.expand import BARE_POD_GROUP_PREFIX, workload_from
 from tidegate.model.manifests import ManifestSet, gpu_index, load_text
@@ -193,13 +197,16 @@ class ControlPlane:
         hpas: Sequence[HPASpec] = (),
         burst: Burst | None = None,
         kept_pools: Mapping[str, Mapping[str, Any]] | None = None,
+        budget: BudgetSpec | None = None,
     ) -> None:
         """`pools` add their nodes (`spec.count` each, at once; a pool in `kept_pools`, a store's, the nodes
         it had); `hpas` size the cloud pools they target, one node a replica, every HPA sync (15 s) from the
-        queues' pending seconds; `burst` moves waiting jobs to the burst queue. Without them the nodes are
-        `nodes` alone, as a plain folder of Nodes says."""
-        if burst is not None and burst.queue not in {q.name for q in queues}:
-            raise ValueError(f"burst queue {burst.queue!r} is not defined")
+        queues' pending seconds; `burst` moves waiting jobs to the burst queue; `budget` patches its queue
+        and caps the HPAs as the period's cloud spend crosses its thresholds (its first period starts now).
+        Without them the nodes are `nodes` alone, as a plain folder of Nodes says."""
+        for what, wanted in (("burst", burst), ("budget", budget)):
+            if wanted is not None and wanted.queue not in {q.name for q in queues}:
+                raise ValueError(f"{what} queue {wanted.queue!r} is not defined")
         self.clock = clock
         self.store = store
         self.config = config or SchedulerConfiguration()
@@ -227,8 +234,8 @@ class ControlPlane:
         self.burst = burst
         self._tree = QueueTree(queues)
         self._autoscale_timer: Timer | None = None
-        #: Nodes each pool bills for now (provisioning included), and the fleet's scaling events.
-        self.billed_nodes: dict[str, int] = {pool.name: 0 for pool in pools}
+        #: What each pool bills, and the fleet's scaling and budget events.
+        self.bill = Bill(pools, clock.now())
         self.fleet_events: list[tuple[float, str]] = []
         self._dirty_pools = _Marked()
         self.fleet = CloudFleet(pools, hpas, self.queues, self.core, self, _Locked(clock, self._lock, self._flush))
@@ -238,6 +245,16 @@ class ControlPlane:
             if pool.name in kept:
                 state = kept[pool.name]
                 self.fleet.restore(pool, state["nodes"], state["draining"], state["created"], state.get("arriving", ()))
+                self.bill.resume(pool.name, state, clock.now())
+        self.budget: Budget | None = None
+        #: When the budget's period 0 started: period k starts k periods later.
+        self.budget_origin = clock.now()
+        self._budget_timers: list[Timer] = []
+        self._saved_budget: dict[str, Any] | None = None
+        if budget is not None:
+            queue = self.queues[budget.queue]
+            self.budget = Budget(budget, queue, self.bill.spent, self._budget_apply, self._event, self._cap)
+            self.budget.start_period(self.budget_origin, 0)
 
     @classmethod
     def from_manifests(
@@ -248,6 +265,7 @@ class ControlPlane:
         pools: Sequence[Pool] = (),
         hpas: Sequence[HPASpec] = (),
         burst: Burst | None = None,
+        budget: BudgetSpec | None = None,
     ) -> ControlPlane:
         """Nodes, queues, priority classes and the scheduler configuration of a loaded folder.
 
@@ -262,10 +280,11 @@ class ControlPlane:
         config = ms.configurations[0] if ms.configurations else None
         saved = store.load() if store is not None else None
         kept = saved.pools if saved is not None else {}
-        plane = cls(clock, ms.nodes, ms.queues, config, ms.priority_classes, store, pools, hpas, burst, kept)
+        plane = cls(clock, ms.nodes, ms.queues, config, ms.priority_classes, store, pools, hpas, burst, kept, budget)
         with plane._lock:
             if saved is not None:
                 plane._restore(saved)
+                plane._resume_budget(saved.controllers.get("budget"))
             elif ms.jobs or ms.podgroups or ms.pods:
                 workloads = ManifestSet(jobs=ms.jobs, podgroups=ms.podgroups, pods=ms.pods)
                 plane._accept(workloads, plane.clock.now(), _folder_batch(workloads))
@@ -300,6 +319,12 @@ class ControlPlane:
                 name, merge_patch(current.raw or _queue_manifest(current), patch), f"PATCH /queues/{name}"
             )
             self._dirty_queues.add(name)
+            budget = self.budget
+            if budget is not None and name == budget.spec.queue:
+                # the operator's word is the queue's own spec, which the next period restores
+                original = budget.original
+                budget.original = _parsed_queue(merge_patch(original.raw or _queue_manifest(original), patch))
+                budget.current = queue
             return queue
 
     def delete_job(self, key: str) -> None:
@@ -400,13 +425,85 @@ class ControlPlane:
                 self._autoscale_timer = clock.call_later(HPA_SYNC_SECONDS, sync, PRIORITY_CYCLE + 1)
 
             self._autoscale_timer = clock.call_later(0.0, sync, PRIORITY_CYCLE + 1)
+        if self.budget is not None:
+            self._run_budget(clock, self.budget)
 
     def stop(self) -> None:
         """No further cycles (a WallClock's `run` then returns once its queue is empty)."""
-        for timer in (self._timer, self._autoscale_timer):
+        for timer in (self._timer, self._autoscale_timer, *self._budget_timers):
             if timer is not None:
                 timer.cancel()
         self._timer = self._autoscale_timer = None
+        self._budget_timers = []
+
+    # -- the budget (tidegate/fleet/budget.py, the simulator's controller) ---------------------------------
+    def _run_budget(self, clock: EventLoop, budget: Budget) -> None:
+        """Each period starts on time (from `budget_origin`); the spend is checked every HPA sync."""
+
+        def next_period() -> None:
+            self._budget_step(lambda: budget.start_period(self.clock.now(), budget.period + 1))
+            self._budget_timers[0] = clock.call_at(self._period_start(budget, budget.period + 1), next_period, priority)
+
+        def check() -> None:
+            self._budget_step(lambda: budget.check(self.clock.now()))
+            self._budget_timers[1] = clock.call_later(HPA_SYNC_SECONDS, check, priority)
+
+        priority = PRIORITY_CYCLE + 1
+        self._budget_timers = [
+            clock.call_at(self._period_start(budget, budget.period + 1), next_period, priority),
+            clock.call_later(0.0, check, priority),
+        ]
+
+    def _budget_step(self, step: Callable[[], None]) -> None:
+        try:
+            with self._changing():
+                step()
+        except Exception:  # as a cycle: logged, and the budget's next step runs on time
+            _log.exception("budget step failed")
+
+    def _period_start(self, budget: Budget, index: int) -> float:
+        return self.budget_origin + index * budget.period_s
+
+    def _budget_apply(self, queue: Queue) -> None:
+        """A threshold's patch (or a new period's restore) of the budget's queue, as `PATCH /queues` makes it."""
+        assert self.budget is not None
+        current = self.queues[queue.name]
+        manifest = _budgeted_manifest(current.raw or _queue_manifest(current), queue)
+        self.budget.current = self._set_queue(queue.name, manifest, f"budget of queue {queue.name}")
+        self._dirty_queues.add(queue.name)
+
+    def _event(self, when: float, text: str) -> None:
+        """A scaling or budget event: logged, and the recent ones listed by `GET /pools` and `GET /budget`."""
+        _log.info("%s", text)
+        self.fleet_events.append((when, text))
+        del self.fleet_events[:-1000]
+
+    def _cap(self, max_replicas: int | None) -> str:
+        return self.fleet.cap(max_replicas, self.queues)
+
+    def _budget_state(self) -> dict[str, Any] | None:
+        """What the store keeps of the budget: its period, and its queue's own spec."""
+        budget = self.budget
+        if budget is None:
+            return None
+        original = budget.original.raw or _queue_manifest(budget.original)
+        return budget.state() | {"origin": self.budget_origin, "original": original}
+
+    def _resume_budget(self, state: Mapping[str, Any] | None) -> None:
+        """Go on with the kept period, or start the one a restart falls in (restoring the queue's own spec)."""
+        budget = self.budget
+        if budget is None or state is None:
+            return
+        self.budget_origin = float(state["origin"])
+        budget.original = _parsed_queue(state["original"])
+        budget.current = self.queues[budget.spec.queue]
+        now = self.clock.now()
+        index = max(math.floor((now - self.budget_origin) / budget.period_s), int(state["period"]))
+        if index == int(state["period"]):
+            budget.resume(dict(state), budget.current)
+        else:  # the nodes billed now ran through the downtime: the period's spend counts from its start
+            budget.changes = int(state["changes"])
+            budget.start_period(self._period_start(budget, index), index)
 
     # -- views (plain values for the API) -----------------------------------------------------------
     def queue_view(self, name: str) -> dict[str, Any]:
@@ -514,6 +611,7 @@ class ControlPlane:
         """Each node pool: its nodes, nodes on the way or draining, what it bills for, and its HPA."""
         with self._lock:
             scalers = {scaler.pool.name: scaler for scaler in self.fleet.autoscalers}
+            now = self.clock.now()
             out = []
             for name, pool in self.fleet.pools.items():
                 scaler = scalers.get(name)
@@ -524,12 +622,32 @@ class ControlPlane:
                         "nodes": list(pool.nodes),
                         "provisioning": pool.provisioning,
                         "draining": list(pool.draining),
-                        "billed_nodes": self.billed_nodes[name],
+                        "billed_nodes": self.bill.nodes[name],
+                        "spent": self.bill.pool_spent(name, now),
                         "hpa": None if scaler is None else scaler.spec.name,
                         "events": [{"time": t, "message": m} for t, m in self.fleet_events if m.startswith(f"{name}:")],
                     }
                 )
             return out
+
+    def budget_view(self) -> dict[str, Any]:
+        """The cloud budget: its queue, the period, what it has spent of it, and its changes."""
+        with self._lock:
+            budget = self.budget
+            if budget is None:
+                raise NotFound("no budget is served (a Scenario's spec.budget, with burst)")
+            now = self.clock.now()
+            return {
+                "queue": budget.spec.queue,
+                "per_period": budget.spec.per_period,
+                "period_hours": budget.spec.period_hours,
+                "period": budget.period,
+                "period_start": budget.period_start,
+                "spent": budget.spent(now),
+                "thresholds_crossed": budget.crossed,
+                "hpa_capped": budget.capped,
+                "events": [{"time": t, "message": m} for t, m in self.fleet_events if m.startswith("budget:")],
+            }
 
     def metrics(self) -> list[QueueMetrics]:
         """Per queue: `pending_seconds`, its waiting and running jobs, what its running pods hold, its weight."""
@@ -573,7 +691,10 @@ class ControlPlane:
             self._dirty_pools.clear()
             self._new_batches.clear()
             return
-        if not (self._dirty or self._dirty_queues or self._dirty_pools or self._new_batches or started):
+        budget = self._budget_state()
+        budget_changed = budget is not None and budget != self._saved_budget
+        changed = self._dirty or self._dirty_queues or self._dirty_pools or self._new_batches or budget_changed
+        if not (changed or started):
             return
         with self.store.write() as writer:
             if started:
@@ -596,10 +717,14 @@ class ControlPlane:
             for name in self._dirty_pools:
                 pool = self.fleet.pools[name]
                 state = {"created": pool.created, "nodes": pool.nodes, "draining": pool.draining}
-                writer.put_pool(name, state | {"arriving": [arrival.due for arrival in pool.arriving]})
+                state |= {"arriving": [arrival.due for arrival in pool.arriving], **self.bill.state(name)}
+                writer.put_pool(name, state)
+            if budget is not None and budget_changed:
+                writer.put_controller("budget", budget)
         for key in self._dirty:
             if key in self.jobs:
                 self._saved_events[key] = len(self.jobs[key].events)
+        self._saved_budget = budget
         self._dirty.clear()
         self._dirty_queues.clear()
         self._dirty_pools.clear()
@@ -846,15 +971,14 @@ class ControlPlane:
         return True
 
     def billed(self, pool: Pool, change: int) -> None:
-        self.billed_nodes[pool.name] += change
+        self.bill.change(pool.name, change, self.clock.now())
+        self._dirty_pools.add(pool.name)
 
     def sized(self, pool: Pool) -> None:
         self._dirty_pools.add(pool.name)  # kept in the store, so a restart has the same nodes
 
     def record(self, text: str) -> None:
-        _log.info("%s", text)
-        self.fleet_events.append((self.clock.now(), text))
-        del self.fleet_events[:-1000]  # the recent ones
+        self._event(self.clock.now(), text)
 
     def want_cycle(self) -> None:
         pass  # a cycle runs every period anyway
@@ -989,3 +1113,22 @@ def _policies(job: Job | None) -> dict[str, JobPolicy]:
     for task in job.tasks:
         out[task.name] = replace(base, task_policies=task.policies)
     return out
+
+
+def _parsed_queue(manifest: Mapping[str, Any]) -> Queue:
+    """A queue manifest the control plane wrote itself, as a Queue."""
+    (queue,) = load_text(json.dumps(manifest), "budget").queues
+    return queue
+
+
+def _budgeted_manifest(manifest: Mapping[str, Any], queue: Queue) -> dict[str, Any]:
+    """The manifest with the fields a budget changes (weight, capability, state) as `queue` has them."""
+    doc = json.loads(json.dumps(manifest))
+    spec = doc.setdefault("spec", {})
+    spec["weight"] = queue.weight
+    spec["state"] = queue.state.value
+    if queue.capability is None:
+        spec.pop("capability", None)
+    else:
+        spec["capability"] = queue.capability.to_dict()
+    return dict(doc)

@@ -10,6 +10,8 @@
     DELETE /jobs/{namespace}/{name}
     GET    /nodes
     GET    /nodes/{name}/pods              what the node's agent runs
+    GET    /pools                          node pools served from a simulation folder: nodes, HPA, bill
+    GET    /budget                         the Scenario's cloud budget: period, spent, changes
     POST   /pods/{namespace}/{name}/status {"phase": "Succeeded" | "Failed", "message": "..."}
     GET    /metrics                        volcano_queue_pending_jobs_duration_seconds and more
 
@@ -111,6 +113,10 @@ def create_app(plane: ControlPlane) -> FastAPI:
     def pools() -> list[dict[str, Any]]:
         return plane.pools_view()
 
+    @app.get("/budget")
+    def budget() -> dict[str, Any]:
+        return plane.budget_view()
+
     @app.get("/nodes/{name}/pods")
     def node_pods(name: str) -> list[dict[str, Any]]:
         return plane.node_pods(name)
@@ -176,7 +182,16 @@ class _QueueCollector(Collector):
         billed = GaugeMetricFamily(
             "tidegate_pool_billed_nodes", "Nodes of the pool billed now (provisioning included)", labels=["pool"]
         )
+        spend = CounterMetricFamily(
+            "tidegate_pool_spend", "What the pool's nodes have billed since the first start", labels=["pool"]
+        )
         for pool in self.plane.pools_view():
             nodes.add_metric([pool["name"]], len(pool["nodes"]))
             billed.add_metric([pool["name"]], pool["billed_nodes"])
-        yield from (pending, jobs, allocated, weight, cycles, nodes, billed)
+            spend.add_metric([pool["name"]], pool["spent"])
+        yield from (pending, jobs, allocated, weight, cycles, nodes, billed, spend)
+        if self.plane.budget is not None:
+            budget = self.plane.budget_view()
+            spent = GaugeMetricFamily("tidegate_budget_period_spent", "Cloud spend in the budget's current period")
+            spent.add_metric([], budget["spent"])
+            yield spent

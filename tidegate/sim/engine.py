@@ -25,6 +25,7 @@ from tidegate.autoscale.hpa import (
     HPASpec,
 )
 from tidegate.clock import EventLoop, SimClock, Timer
+from tidegate.fleet.budget import Budget
 from tidegate.fleet.pool import Pool
 from tidegate.fleet.scaling import HPA_SYNC_SECONDS, CloudFleet, QueueTree
 from tidegate.lifecycle.policies import JobPolicy, Resolution, verdict
@@ -33,7 +34,6 @@ from tidegate.model.quantity import parse_quantity
 from tidegate.model.resources import Resources
 from tidegate.scheduler.plugins.quota import AT_CAPABILITY
 from tidegate.scheduler.snapshot import Decisions
-from tidegate.sim.budget import Budget
 from tidegate.sim.core import Core
 from tidegate.sim.datasets import LruCache
 from tidegate.sim.gravity import DataGravity, Where, link_capacity, per_pod_cap
@@ -122,6 +122,15 @@ def static_quotas(queues: list[Queue]) -> list[Queue]:
     return out
 
 
+def cloud_spend(pools: list[Pool], meter: Meter, now: float) -> float:
+    """What the cloud pools have billed from time 0 to `now` (node-seconds x price per hour / 3600)."""
+    return sum(
+        meter[f"billed_nodes/{pool.name}"].integral(now) * pool.spec.pricing.per_hour / 3600
+        for pool in pools
+        if pool.is_cloud
+    )
+
+
 class Simulation:
     """One scenario over one workload; `run()` replays it and fills `meter`, `jobs` and `events`."""
 
@@ -191,9 +200,8 @@ class Simulation:
         if scenario.budget is not None and burst:
             cloud = [p for p in pools if p.is_cloud]
             queue = self.queues[scenario.budget.queue]
-            self.budget = Budget(
-                scenario.budget, queue, cloud, self.meter, self._set_queue, self._record, self._cap_autoscalers
-            )
+            spend = partial(cloud_spend, cloud, self.meter)
+            self.budget = Budget(scenario.budget, queue, spend, self._set_queue, self._record, self._cap_autoscalers)
         self.fleet.start(p for p in pools if burst or not p.is_cloud)
         # Without burst, spot interruptions or link outages, only arrivals give the scheduler work between
         # cycles (and each asks for a cycle): a departure's cycle that would find nothing to do is left out.

@@ -11,7 +11,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, ValidationError, field_validator
 
-from tidegate.fleet.spec import ClusterSpec, NodePoolSpec, Spec, bytes_quantity
+from tidegate.fleet.spec import BudgetSpec, ClusterSpec, NodePoolSpec, Spec, bytes_quantity
 from tidegate.model.errors import ManifestError, Source
 
 API_VERSION = "tidegate.io/v1alpha1"
@@ -96,28 +96,6 @@ class BurstSpec(Spec):
     queue: str = "burst-cloud"
     #: A job overflows after waiting this long, or as soon as its queue is at capability.
     after_seconds: Annotated[float, Field(ge=0)] = 600.0
-
-
-class BudgetThreshold(Spec):
-    """When the period's cloud spend reaches `spent_fraction` of the budget, patch the queue."""
-
-    spent_fraction: Annotated[float, Field(gt=0)]
-    weight: Annotated[int | None, Field(ge=1, le=65535)] = None
-    #: Replaces the queue's capability; as in a Queue, nvidia.com/gpu: "0" means no GPUs (cpu/memory 0: no cap).
-    capability: dict[str, str] | None = None
-    #: Closed stops the queue taking any new work (as `vcctl queue operate --action close`).
-    state: Literal["Open", "Closed"] | None = None
-    #: Caps every cloud pool's HPA at this many replicas (`kubectl patch hpa ... {"spec":{"maxReplicas":N}}`).
-    max_replicas: Annotated[int | None, Field(ge=1)] = None
-
-
-class BudgetSpec(Spec):
-    """A cloud budget per period; crossing a threshold patches the burst queue until the next period."""
-
-    per_period: Annotated[float, Field(gt=0)]
-    period_hours: Annotated[float, Field(gt=0)] = 24.0
-    queue: str = "burst-cloud"
-    thresholds: Annotated[list[BudgetThreshold], Field(min_length=1)]
 
 
 class LinkOutageSpec(Spec):

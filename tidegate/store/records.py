@@ -71,3 +71,5 @@ class Saved:
     queues: Mapping[str, dict[str, Any]]
     #: Node pools' states by name: {"created": n, "nodes": [...], "draining": [...], "arriving": [due, ...]}.
     pools: Mapping[str, dict[str, Any]] = field(default_factory=dict)
+    #: Controllers' states by name, e.g. "budget": where its period stands.
+    controllers: Mapping[str, dict[str, Any]] = field(default_factory=dict)

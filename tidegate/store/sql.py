@@ -9,7 +9,8 @@ events; a queue patched live is its current manifest. SQLite (`sqlite:///tidegat
 
 Tables: `meta` (schema version, whether a control plane has started on it), `batches` (submitted text
 and its file name), `jobs` (one row a job, pods as JSON, in submission order), `events` (appended, one
-row an event) and `queues` (patched queues' manifests). Each `Store.write()` is one transaction.
+row an event), `queues` (patched queues' manifests), `pools` (served node pools' nodes and bills) and
+`controllers` (the budget's period). Each `Store.write()` is one transaction.
 """
 
 from __future__ import annotations
@@ -44,7 +45,8 @@ from tidegate.store.records import Batch, EventRow, JobState, PodState, Saved, S
 #: Bumped when the tables change; a store written by a newer tidegate is refused rather than misread, an
 #: older one is brought up to date (`MIGRATIONS`) when it is opened.
 SCHEMA_VERSION = 2
-#: The statements that bring a store of version N - 1 to version N (each portable SQL: SQLite and PostgreSQL).
+#: The statements that bring a store of version N - 1 to version N (each portable SQL: SQLite and PostgreSQL;
+#: a new table needs none, `create_all` makes it).
 MIGRATIONS: dict[int, tuple[str, ...]] = {
     2: ("ALTER TABLE jobs ADD COLUMN queue VARCHAR(256) NOT NULL DEFAULT ''",),
 }
@@ -85,6 +87,10 @@ events = Table(
 queues = Table("queues", metadata, Column("name", String(256), primary_key=True), Column("manifest", JSON))
 #: Node pools served live: their nodes (the cloud pool's come and go), so a restart keeps them.
 pools = Table("pools", metadata, Column("name", String(256), primary_key=True), Column("state", JSON, nullable=False))
+#: Controllers run live with a state of their own (the budget's period), so a restart resumes them.
+controllers = Table(
+    "controllers", metadata, Column("name", String(256), primary_key=True), Column("state", JSON, nullable=False)
+)
 
 
 class Writer:
@@ -116,6 +122,9 @@ class Writer:
 
     def put_pool(self, name: str, state: Mapping[str, Any]) -> None:
         _upsert(self._conn, pools, pools.c.name == name, {"state": dict(state)}, {"name": name})
+
+    def put_controller(self, name: str, state: Mapping[str, Any]) -> None:
+        _upsert(self._conn, controllers, controllers.c.name == name, {"state": dict(state)}, {"name": name})
 
     def drop_queue(self, name: str) -> None:
         self._conn.execute(delete(queues).where(queues.c.name == name))
@@ -169,6 +178,7 @@ class Store:
                 ],
                 queues={row.name: dict(row.manifest) for row in conn.execute(select(queues))},
                 pools={row.name: dict(row.state) for row in conn.execute(select(pools))},
+                controllers={row.name: dict(row.state) for row in conn.execute(select(controllers))},
             )
 
     @contextmanager

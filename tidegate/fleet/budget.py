@@ -2,31 +2,21 @@
 do with `PATCH /queues/cloud-burst {"spec":{"weight":10}}`, and/or caps the cloud pools' HPAs
 (`maxReplicas`); the next period restores both.
 
-Spend is billed node time at each cloud pool's price (the same as `cloud_cost`: a node is billed from
-the autoscaler's request until it leaves), counted from the start of the period. It is checked every
-15 s (the HPA sync period; at 0, 15, 30, ... s), so a crossing is acted on at the first check at or
-after the instant the bill reaches the threshold, at most 15 s late.
+Spend is billed node time at each cloud pool's price (a node is billed from the autoscaler's request until
+it leaves), counted from the start of the period. It is checked every 15 s (the HPA sync period), so a
+crossing is acted on at the first check at or after the instant the bill reaches the threshold, at most
+15 s late. The simulator and `tidegate serve` run this same controller; each says what has been spent.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
+from typing import Any
 
-from tidegate.fleet.pool import Pool
+from tidegate.fleet.spec import BudgetSpec, BudgetThreshold
 from tidegate.model.objects import Queue, QueueState
 from tidegate.model.resources import Resources
-from tidegate.sim.meter import Meter
-from tidegate.sim.spec import BudgetSpec, BudgetThreshold
-
-
-def cloud_spend(pools: list[Pool], meter: Meter, now: float) -> float:
-    """What the cloud pools have billed from time 0 to `now` (node-seconds x price per hour / 3600)."""
-    return sum(
-        meter[f"billed_nodes/{pool.name}"].integral(now) * pool.spec.pricing.per_hour / 3600
-        for pool in pools
-        if pool.is_cloud
-    )
 
 
 def patched(queue: Queue, threshold: BudgetThreshold) -> Queue:
@@ -51,6 +41,11 @@ def describe(queue: Queue) -> str:
     return f"weight {queue.weight}, capability {capability}{state}"
 
 
+def _budgeted(queue: Queue) -> tuple[object, ...]:
+    """What a threshold changes of a queue (its other fields, and where it was read from, are not the budget's)."""
+    return queue.weight, queue.capability, queue.state
+
+
 class Budget:
     """Tracks the period's spend and patches the queue through `apply` (the scheduler's live queue edit)."""
 
@@ -58,17 +53,18 @@ class Budget:
         self,
         spec: BudgetSpec,
         queue: Queue,
-        pools: list[Pool],
-        meter: Meter,
+        spend: Callable[[float], float],
         apply: Callable[[Queue], None],
         record: Callable[[float, str], None],
         cap_autoscalers: Callable[[int | None], str] | None = None,
     ) -> None:
+        """`spend(t)` is what the cloud pools have billed from the start of the run until `t` (now, or a
+        past instant since which nothing changed the bill)."""
         self.spec = spec
+        #: The queue as its own spec says, which each period starts from.
         self.original = queue
         self.current = queue
-        self.pools = pools
-        self.meter = meter
+        self.spend = spend
         self.apply = apply
         self.record = record
         #: Sets (or, with None, restores) the HPAs' maxReplicas; returns what changed, for the event.
@@ -85,20 +81,21 @@ class Budget:
     def period_s(self) -> float:
         return self.spec.period_hours * 3600.0
 
-    def start_period(self, now: float) -> None:
-        """A new period: spend counts from here, and a patched queue gets its spec back."""
-        self.period += 1
+    def start_period(self, now: float, index: int | None = None) -> None:
+        """A new period (the next one, or period `index`) starting at `now`: spend counts from here, and a
+        patched queue gets its spec back."""
+        self.period = self.period + 1 if index is None else index
         self.period_start = now
-        self.baseline = cloud_spend(self.pools, self.meter, now)
+        self.baseline = self.spend(now)
         self.crossed = 0
-        if self.current != self.original:
+        if _budgeted(self.current) != _budgeted(self.original):
             self._set(self.original, now, f"period {self.period} starts: restored")
         if self.capped and self.cap_autoscalers is not None:
             self.capped = False
             self._capped(None, now, f"period {self.period} starts: restored")
 
     def spent(self, now: float) -> float:
-        return cloud_spend(self.pools, self.meter, now) - self.baseline
+        return self.spend(now) - self.baseline
 
     def check(self, now: float) -> None:
         """Apply every threshold the period's spend has reached and not yet acted on."""
@@ -119,6 +116,28 @@ class Budget:
             if threshold.max_replicas is not None and self.cap_autoscalers is not None:
                 self.capped = True
                 self._capped(threshold.max_replicas, now, reason)
+
+    def state(self) -> dict[str, Any]:
+        """Where the period stands, as plain values (what a restart resumes from, with `resume`)."""
+        return {
+            "period": self.period,
+            "period_start": self.period_start,
+            "baseline": self.baseline,
+            "crossed": self.crossed,
+            "changes": self.changes,
+        }
+
+    def resume(self, state: dict[str, Any], current: Queue) -> None:
+        """Continue a period as `state` left it, the queue now `current` (as patched then): the HPA cap of
+        the last threshold crossed that set one is applied again (an HPA's spec is not kept)."""
+        self.period, self.period_start = int(state["period"]), float(state["period_start"])
+        self.baseline, self.crossed = float(state["baseline"]), int(state["crossed"])
+        self.changes = int(state["changes"])
+        self.current = current
+        caps = [t.max_replicas for t in self.thresholds[: self.crossed] if t.max_replicas is not None]
+        if caps and self.cap_autoscalers is not None:
+            self.capped = True
+            self.cap_autoscalers(caps[-1])
 
     def _capped(self, max_replicas: int | None, now: float, reason: str) -> None:
         assert self.cap_autoscalers is not None
