@@ -6,7 +6,9 @@ from __future__ import annotations
 import pytest
 
 from tidegate.clock import SimClock
-from tidegate.live.control_plane import Conflict, ControlPlane, JobPhase, NotFound, merge_patch
+from tidegate.live.control_plane import ControlPlane
+from tidegate.live.jobs import Conflict, JobPhase, NotFound
+from tidegate.live.queue_manifests import merge_patch
 from tidegate.model.errors import ManifestErrors
 from tidegate.model.manifests import load_text
 from tidegate.model.objects import PodPhase

@@ -12,7 +12,8 @@ from fastapi.testclient import TestClient
 
 from tidegate.cli.serve import served_fleet
 from tidegate.clock import SimClock
-from tidegate.live.control_plane import ControlPlane, JobPhase
+from tidegate.live.control_plane import ControlPlane
+from tidegate.live.jobs import JobPhase
 from tidegate.model.manifests import load_manifests
 from tidegate.model.objects import PodPhase
 from tidegate.server.app import create_app

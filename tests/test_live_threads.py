@@ -9,7 +9,8 @@ import time
 from test_live import CLUSTER, vcjob
 
 from tidegate.clock import WallClock
-from tidegate.live.control_plane import ControlPlane, JobPhase
+from tidegate.live.control_plane import ControlPlane
+from tidegate.live.jobs import JobPhase
 from tidegate.model.manifests import load_text
 from tidegate.model.objects import PodPhase
 

@@ -20,7 +20,8 @@ from test_live import CLUSTER, RECLAIMING, RESTART_ON_EVICTION, batch, vcjob
 from test_server import SEED, _call, _free_port
 
 from tidegate.clock import SimClock
-from tidegate.live.control_plane import FOLDER_BATCH_FILE, ControlPlane, JobPhase
+from tidegate.live.control_plane import FOLDER_BATCH_FILE, ControlPlane
+from tidegate.live.jobs import JobPhase
 from tidegate.model.errors import ManifestErrors, Source
 from tidegate.model.manifests import load_text
 from tidegate.model.objects import PodPhase

@@ -28,8 +28,7 @@ import threading
 import uuid
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
-from enum import StrEnum
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import yaml
@@ -38,14 +37,17 @@ from tidegate.autoscale.hpa import HPASpec
 from tidegate.clock import Callback, Clock, EventLoop, Timer
 from tidegate.fleet.budget import Budget
 from tidegate.fleet.burst import Burst, burstable
-from tidegate.fleet.pool import Pool, pinned_to_idc
+from tidegate.fleet.pool import Pool
 from tidegate.fleet.scaling import HPA_SYNC_SECONDS, CloudFleet, QueueTree
 from tidegate.fleet.spec import BudgetSpec
 from tidegate.lifecycle.policies import JobPolicy, Resolution, job_policy, verdict
 from tidegate.live.bill import Bill
+from tidegate.live.jobs import FINISHED, Conflict, JobPhase, LiveJob, NotFound
+from tidegate.live.queue_manifests import budgeted_manifest, merge_patch, parsed_queue, queue_manifest
+from tidegate.live.views import PlaneViews
 from tidegate.model.errors import ManifestError, ManifestErrors, Source
 from tidegate.model.expand import BARE_POD_GROUP_PREFIX, workload_from
-from tidegate.model.manifests import ManifestSet, gpu_index, load_text
+from tidegate.model.manifests import ManifestSet, load_text
 from tidegate.model.objects import (
     Job,
     JobEvent,
@@ -58,7 +60,6 @@ from tidegate.model.objects import (
     Queue,
     SchedulerConfiguration,
 )
-from tidegate.model.resources import Resources
 from tidegate.model.validation import validate
 from tidegate.scheduler.online import OnlineScheduler
 from tidegate.scheduler.snapshot import Decisions
@@ -78,70 +79,10 @@ SUBMITTED_KINDS = ("Job", "PodGroup", "Pod")
 FOLDER_BATCH_FILE = "served folder"
 
 
-class JobPhase(StrEnum):
-    PENDING = "Pending"  # waiting for admission (enqueue) or for room
-    INQUEUE = "Inqueue"  # admitted, not placed yet
-    RUNNING = "Running"
-    COMPLETED = "Completed"
-    FAILED = "Failed"
-
-
-FINISHED = (JobPhase.COMPLETED, JobPhase.FAILED)
 #: The PodGroup phase a restored job is handed to the scheduler in (admitted jobs stay admitted).
 _GROUP_PHASE = {JobPhase.INQUEUE: PodGroupPhase.INQUEUE, JobPhase.RUNNING: PodGroupPhase.RUNNING}
 #: A job as a submission admits it: its PodGroup, its pods, its lifecycle policies by task.
 _Admitted = tuple[PodGroup, tuple[Pod, ...], dict[str, JobPolicy]]
-
-
-class NotFound(KeyError):
-    """No object of that kind and name (the API answers 404)."""
-
-
-class Conflict(ValueError):
-    """The request contradicts the object's state (the API answers 409)."""
-
-
-@dataclass(slots=True)
-class LiveJob:
-    """A submitted job: its PodGroup, its pods as they are now, and what happened to it."""
-
-    group: PodGroup
-    #: The pods as submitted; a restart recreates them from these.
-    template: tuple[Pod, ...]
-    pods: list[Pod]
-    #: Lifecycle policies by task name ("" for pods of no vcjob task).
-    policies: Mapping[str, JobPolicy]
-    submitted: float
-    #: When it last entered the queue (submission or restart): what pending time counts from.
-    queued_since: float
-    phase: JobPhase = JobPhase.PENDING
-    reason: str = ""
-    retries: int = 0
-    started: float | None = None
-    finished: float | None = None
-    events: list[tuple[float, str]] = field(default_factory=list)
-    #: The id of the batch it was submitted in (what a store rebuilds it from).
-    batch: str = ""
-
-    @property
-    def key(self) -> str:
-        return self.group.key
-
-    @property
-    def waiting(self) -> bool:
-        return self.phase in (JobPhase.PENDING, JobPhase.INQUEUE)
-
-
-@dataclass(slots=True)
-class QueueMetrics:
-    """What `GET /metrics` exports for one queue."""
-
-    queue: str
-    weight: int
-    pending_seconds: float = 0.0
-    pending: int = 0
-    running: int = 0
-    allocated: Resources = field(default_factory=Resources)
 
 
 class _Locked:
@@ -182,7 +123,7 @@ class _Marked(dict[str, None]):
         self.pop(name, None)
 
 
-class ControlPlane:
+class ControlPlane(PlaneViews):
     """The live loop's state: nodes, queues, submitted jobs, and the scheduler that places them."""
 
     def __init__(
@@ -316,14 +257,14 @@ class ControlPlane:
             if current is None:
                 raise NotFound(f"queue {name} does not exist")
             queue = self._set_queue(
-                name, merge_patch(current.raw or _queue_manifest(current), patch), f"PATCH /queues/{name}"
+                name, merge_patch(current.raw or queue_manifest(current), patch), f"PATCH /queues/{name}"
             )
             self._dirty_queues.add(name)
             budget = self.budget
             if budget is not None and name == budget.spec.queue:
                 # the operator's word is the queue's own spec, which the next period restores
                 original = budget.original
-                budget.original = _parsed_queue(merge_patch(original.raw or _queue_manifest(original), patch))
+                budget.original = parsed_queue(merge_patch(original.raw or queue_manifest(original), patch))
                 budget.current = queue
             return queue
 
@@ -468,7 +409,7 @@ class ControlPlane:
         """A threshold's patch (or a new period's restore) of the budget's queue, as `PATCH /queues` makes it."""
         assert self.budget is not None
         current = self.queues[queue.name]
-        manifest = _budgeted_manifest(current.raw or _queue_manifest(current), queue)
+        manifest = budgeted_manifest(current.raw or queue_manifest(current), queue)
         self.budget.current = self._set_queue(queue.name, manifest, f"budget of queue {queue.name}")
         self._dirty_queues.add(queue.name)
 
@@ -486,7 +427,7 @@ class ControlPlane:
         budget = self.budget
         if budget is None:
             return None
-        original = budget.original.raw or _queue_manifest(budget.original)
+        original = budget.original.raw or queue_manifest(budget.original)
         return budget.state() | {"origin": self.budget_origin, "original": original}
 
     def _resume_budget(self, state: Mapping[str, Any] | None) -> None:
@@ -495,7 +436,7 @@ class ControlPlane:
         if budget is None or state is None:
             return
         self.budget_origin = float(state["origin"])
-        budget.original = _parsed_queue(state["original"])
+        budget.original = parsed_queue(state["original"])
         budget.current = self.queues[budget.spec.queue]
         now = self.clock.now()
         index = max(math.floor((now - self.budget_origin) / budget.period_s), int(state["period"]))
@@ -505,175 +446,7 @@ class ControlPlane:
             budget.changes = int(state["changes"])
             budget.start_period(self._period_start(budget, index), index)
 
-    # -- views (plain values for the API) -----------------------------------------------------------
-    def queue_view(self, name: str) -> dict[str, Any]:
-        with self._lock:
-            if name not in self.queues:
-                raise NotFound(f"queue {name} does not exist")
-            (row,) = [m for m in self.metrics() if m.queue == name]
-            return self._queue_view(row)
-
-    def queues_view(self) -> list[dict[str, Any]]:
-        with self._lock:
-            return [self._queue_view(row) for row in self.metrics()]
-
-    def _queue_view(self, row: QueueMetrics) -> dict[str, Any]:
-        queue = self.queues[row.queue]
-        jobs = [job for job in self.jobs.values() if job.group.queue == row.queue]
-        return {
-            "name": row.queue,
-            "spec": (queue.raw or _queue_manifest(queue)).get("spec", {}),
-            "jobs": {phase.value: sum(1 for job in jobs if job.phase is phase) for phase in JobPhase},
-            "allocated": row.allocated.to_dict(),
-            "pending_jobs_duration_seconds": row.pending_seconds,
-        }
-
-    def job_view(self, key: str) -> dict[str, Any]:
-        with self._lock:
-            job = self._job(key)
-            return {
-                "key": key,
-                "queue": job.group.queue,
-                "phase": job.phase.value,
-                "reason": job.reason,
-                "submitted": job.submitted,
-                "started": job.started,
-                "finished": job.finished,
-                "retries": job.retries,
-                "pods": [
-                    {
-                        "name": pod.key,
-                        "phase": pod.phase.value,
-                        "node": pod.node_name,
-                        "gpu_index": gpu_index(pod.gpu_indices),
-                    }
-                    for pod in job.pods
-                ],
-                "events": [{"time": when, "message": text} for when, text in job.events],
-            }
-
-    def jobs_view(self, queue: str = "", phase: str = "") -> list[dict[str, Any]]:
-        with self._lock:
-            return [
-                self.job_view(key)
-                for key, job in self.jobs.items()
-                if (not queue or job.group.queue == queue) and (not phase or job.phase.value == phase)
-            ]
-
-    def nodes_view(self) -> list[dict[str, Any]]:
-        with self._lock:
-            out = []
-            for name, node in self.nodes.items():
-                pods = self._node_pods.get(name, {})
-                used = Resources()
-                for pod in pods.values():
-                    used = used + pod.requests
-                out.append(
-                    {
-                        "name": name,
-                        "labels": dict(node.labels),
-                        "allocatable": node.allocatable.to_dict(),
-                        "requested": used.to_dict(),
-                        "pods": len(pods),
-                    }
-                )
-            return out
-
-    def node_pods(self, name: str) -> list[dict[str, Any]]:
-        """The pods bound to a node and still to run there: what the node's agent starts and stops."""
-        with self._lock:
-            if name not in self.nodes:
-                raise NotFound(f"node {name} does not exist")
-            return [
-                {
-                    "name": pod.key,
-                    "job": self._pod_job[pod.key],
-                    "requests": pod.requests.to_dict(),
-                    "gpu_index": gpu_index(pod.gpu_indices),
-                }
-                for pod in self._node_pods[name].values()
-            ]
-
-    def pending_seconds(self) -> dict[str, float]:
-        """volcano_queue_pending_jobs_duration_seconds: per queue, the seconds its waiting jobs that may burst
-        (not pinned to the IDC) have waited, summed; a parent queue adds its children's. What the cloud
-        pools' HPAs read, as the simulator computes it."""
-        with self._lock:
-            now = self.clock.now()
-            own: dict[str, float] = {}
-            for job in self.jobs.values():
-                if job.waiting and not any(pinned_to_idc(pod) for pod in job.template):
-                    queue = job.group.queue
-                    own[queue] = own.get(queue, 0.0) + (now - job.queued_since)
-            return self._tree.totals(own)
-
-    def pools_view(self) -> list[dict[str, Any]]:
-        """Each node pool: its nodes, nodes on the way or draining, what it bills for, and its HPA."""
-        with self._lock:
-            scalers = {scaler.pool.name: scaler for scaler in self.fleet.autoscalers}
-            now = self.clock.now()
-            out = []
-            for name, pool in self.fleet.pools.items():
-                scaler = scalers.get(name)
-                out.append(
-                    {
-                        "name": name,
-                        "cloud": pool.is_cloud,
-                        "nodes": list(pool.nodes),
-                        "provisioning": pool.provisioning,
-                        "draining": list(pool.draining),
-                        "billed_nodes": self.bill.nodes[name],
-                        "spent": self.bill.pool_spent(name, now),
-                        "hpa": None if scaler is None else scaler.spec.name,
-                        "events": [{"time": t, "message": m} for t, m in self.fleet_events if m.startswith(f"{name}:")],
-                    }
-                )
-            return out
-
-    def budget_view(self) -> dict[str, Any]:
-        """The cloud budget: its queue, the period, what it has spent of it, and its changes."""
-        with self._lock:
-            budget = self.budget
-            if budget is None:
-                raise NotFound("no budget is served (a Scenario's spec.budget, with burst)")
-            now = self.clock.now()
-            return {
-                "queue": budget.spec.queue,
-                "per_period": budget.spec.per_period,
-                "period_hours": budget.spec.period_hours,
-                "period": budget.period,
-                "period_start": budget.period_start,
-                "spent": budget.spent(now),
-                "thresholds_crossed": budget.crossed,
-                "hpa_capped": budget.capped,
-                "events": [{"time": t, "message": m} for t, m in self.fleet_events if m.startswith("budget:")],
-            }
-
-    def metrics(self) -> list[QueueMetrics]:
-        """Per queue: `pending_seconds`, its waiting and running jobs, what its running pods hold, its weight."""
-        with self._lock:
-            pending = self.pending_seconds()
-            out = {name: QueueMetrics(name, queue.weight, pending[name]) for name, queue in self.queues.items()}
-            for job in self.jobs.values():
-                row = out.get(job.group.queue)
-                if row is None:
-                    continue
-                if job.waiting:
-                    row.pending += 1
-                elif job.phase is JobPhase.RUNNING:
-                    row.running += 1
-                    for pod in job.pods:
-                        if pod.phase is PodPhase.RUNNING:
-                            row.allocated = row.allocated + pod.requests
-            return list(out.values())
-
     # -- internals ----------------------------------------------------------------------------------
-    def _job(self, key: str, what: str = "") -> LiveJob:
-        job = self.jobs.get(key)
-        if job is None:
-            raise NotFound(f"{what or 'job ' + key} does not exist")
-        return job
-
     @contextmanager
     def _changing(self) -> Iterator[None]:
         """Hold the lock for a call that may change state, and write what it changed when it returns."""
@@ -713,7 +486,7 @@ class ControlPlane:
                 if queue is None:
                     writer.drop_queue(name)
                 else:
-                    writer.put_queue(name, queue.raw or _queue_manifest(queue))
+                    writer.put_queue(name, queue.raw or queue_manifest(queue))
             for name in self._dirty_pools:
                 pool = self.fleet.pools[name]
                 state = {"created": pool.created, "nodes": pool.nodes, "draining": pool.draining}
@@ -994,19 +767,6 @@ class ControlPlane:
         self._dirty.add(job.key)
 
 
-def merge_patch(target: Any, patch: Any) -> Any:
-    """RFC 7386 JSON merge patch: objects merge key by key, null deletes, anything else replaces."""
-    if not isinstance(patch, Mapping):
-        return patch
-    out = dict(target) if isinstance(target, Mapping) else {}
-    for key, value in patch.items():
-        if value is None:
-            out.pop(key, None)
-        else:
-            out[key] = merge_patch(out.get(key), value)
-    return out
-
-
 def _new_job(
     group: PodGroup, pods: Sequence[Pod], policies: Mapping[str, JobPolicy], batch: str, submitted: float
 ) -> LiveJob:
@@ -1055,27 +815,6 @@ def _restored_pod(pod: Pod, state: PodState | None) -> Pod:
     return replace(pod, phase=PodPhase(state.phase), node_name=state.node, gpu_indices=state.gpu_indices)
 
 
-def _queue_manifest(queue: Queue) -> dict[str, Any]:
-    """A queue made in memory as the manifest that would load to it (weight, quotas, state)."""
-    spec: dict[str, Any] = {"weight": queue.weight, "reclaimable": queue.reclaimable, "state": queue.state.value}
-    if queue.capability is not None:
-        spec["capability"] = queue.capability.to_dict()
-    if queue.deserved is not None:
-        spec["deserved"] = queue.deserved.to_dict()
-    if queue.guarantee:
-        spec["guarantee"] = {"resource": queue.guarantee.to_dict()}
-    if queue.parent:
-        spec["parent"] = queue.parent
-    if queue.priority:
-        spec["priority"] = queue.priority
-    return {
-        "apiVersion": "scheduling.volcano.sh/v1beta1",
-        "kind": "Queue",
-        "metadata": {"name": queue.name},
-        "spec": spec,
-    }
-
-
 def _misplaced(ms: ManifestSet) -> list[ManifestError]:
     """Objects a submission may not hold: the cluster (nodes, queues, classes, configuration) is served."""
     kinds: list[tuple[str, Sequence[Node | Queue | PriorityClass | SchedulerConfiguration]]] = [
@@ -1113,22 +852,3 @@ def _policies(job: Job | None) -> dict[str, JobPolicy]:
     for task in job.tasks:
         out[task.name] = replace(base, task_policies=task.policies)
     return out
-
-
-def _parsed_queue(manifest: Mapping[str, Any]) -> Queue:
-    """A queue manifest the control plane wrote itself, as a Queue."""
-    (queue,) = load_text(json.dumps(manifest), "budget").queues
-    return queue
-
-
-def _budgeted_manifest(manifest: Mapping[str, Any], queue: Queue) -> dict[str, Any]:
-    """The manifest with the fields a budget changes (weight, capability, state) as `queue` has them."""
-    doc = json.loads(json.dumps(manifest))
-    spec = doc.setdefault("spec", {})
-    spec["weight"] = queue.weight
-    spec["state"] = queue.state.value
-    if queue.capability is None:
-        spec.pop("capability", None)
-    else:
-        spec["capability"] = queue.capability.to_dict()
-    return dict(doc)

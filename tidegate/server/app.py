@@ -31,7 +31,8 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from tidegate.live.control_plane import Conflict, ControlPlane, NotFound
+from tidegate.live.control_plane import ControlPlane
+from tidegate.live.jobs import Conflict, NotFound
 from tidegate.model.errors import ManifestError, ManifestErrors
 from tidegate.model.objects import PodPhase
 from tidegate.model.quantity import scale_of

@@ -1,0 +1,73 @@
+"""The live control plane's jobs as the API shows them, and the errors its calls raise."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from tidegate.lifecycle.policies import JobPolicy
+from tidegate.model.objects import Pod, PodGroup
+from tidegate.model.resources import Resources
+
+
+class JobPhase(StrEnum):
+    PENDING = "Pending"  # waiting for admission (enqueue) or for room
+    INQUEUE = "Inqueue"  # admitted, not placed yet
+    RUNNING = "Running"
+    COMPLETED = "Completed"
+    FAILED = "Failed"
+
+
+FINISHED = (JobPhase.COMPLETED, JobPhase.FAILED)
+
+
+class NotFound(KeyError):
+    """No object of that kind and name (the API answers 404)."""
+
+
+class Conflict(ValueError):
+    """The request contradicts the object's state (the API answers 409)."""
+
+
+@dataclass(slots=True)
+class LiveJob:
+    """A submitted job: its PodGroup, its pods as they are now, and what happened to it."""
+
+    group: PodGroup
+    #: The pods as submitted; a restart recreates them from these.
+    template: tuple[Pod, ...]
+    pods: list[Pod]
+    #: Lifecycle policies by task name ("" for pods of no vcjob task).
+    policies: Mapping[str, JobPolicy]
+    submitted: float
+    #: When it last entered the queue (submission or restart): what pending time counts from.
+    queued_since: float
+    phase: JobPhase = JobPhase.PENDING
+    reason: str = ""
+    retries: int = 0
+    started: float | None = None
+    finished: float | None = None
+    events: list[tuple[float, str]] = field(default_factory=list)
+    #: The id of the batch it was submitted in (what a store rebuilds it from).
+    batch: str = ""
+
+    @property
+    def key(self) -> str:
+        return self.group.key
+
+    @property
+    def waiting(self) -> bool:
+        return self.phase in (JobPhase.PENDING, JobPhase.INQUEUE)
+
+
+@dataclass(slots=True)
+class QueueMetrics:
+    """What `GET /metrics` exports for one queue."""
+
+    queue: str
+    weight: int
+    pending_seconds: float = 0.0
+    pending: int = 0
+    running: int = 0
+    allocated: Resources = field(default_factory=Resources)
