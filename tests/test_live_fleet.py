@@ -13,7 +13,7 @@ from fastapi.testclient import TestClient
 from tidegate.cli.serve import served_fleet
 from tidegate.clock import SimClock
 from tidegate.live.control_plane import ControlPlane
-from tidegate.live.jobs import JobPhase
+from tidegate.live.jobs import JobPhase, NotFound
 from tidegate.model.manifests import load_manifests
 from tidegate.model.objects import PodPhase
 from tidegate.server.app import create_app
@@ -251,6 +251,11 @@ def test_a_restart_keeps_the_cloud_nodes_and_what_runs_on_them(tmp_path: Path) -
     assert all(pod.tolerations[-1].key == "cloud.provider" for pod in [*second.pods, *second.template])
     (pool,) = [p for p in again.pools_view() if p["name"] == "cloud-a100"]
     assert pool["nodes"] == ["cloud-a100-0"] and pool["billed_nodes"] == 1
+    # the restored jobs hold their nodes: a new job finds both full and waits
+    again.submit(job("fourth", queue="prod"))
+    again.cycle()
+    assert again.jobs["default/fourth"].waiting and not any(p.node_name for p in again.jobs["default/fourth"].pods)
+    again.delete_job("default/fourth")
     assert again.fleet.pools["cloud-a100"].new_node().name == "cloud-a100-1"  # names go on, never reused
     again.stop()
     # the folder drops the burst queue and its Scenario: the job goes back to its own queue, and says so
@@ -435,3 +440,53 @@ def test_the_api_shows_the_budget_and_the_pools_spend(tmp_path: Path) -> None:
     assert TestClient(create_app(plain)).get("/budget").status_code == 404
     assert plane.store is not None
     plane.store.close()
+
+
+def test_while_the_cloud_link_is_down_work_degrades_to_the_idc_and_comes_back_when_it_is_up(tmp_path: Path) -> None:
+    (tmp_path / "fleet.yaml").write_text(FOLDER.replace("DEV_CAP", "16"))
+    paths = [str(tmp_path)]
+    store = Store(f"sqlite:///{tmp_path / 'state.db'}")
+
+    def start(clock: SimClock) -> ControlPlane:
+        ms = load_manifests(paths)
+        fleet = served_fleet(paths, ms, None)
+        plane = ControlPlane.from_manifests(ms, clock, store, fleet.pools, fleet.hpas, fleet.burst, fleet.budget)
+        plane.start(clock, 1.0)
+        return plane
+
+    clock = SimClock()
+    plane = start(clock)
+    plane.submit(job("first", queue="prod"))
+    clock.run(until=0.5)
+    plane.submit(job("second"))  # overflows at 120.5 s onto the cloud node that joined at 75 s
+    clock.run(until=130.0)
+    assert node_of(plane, "default/second") == "cloud-a100-0"
+    plane.submit(job("third"))  # overflows at 250 s; the one cloud node is busy
+    clock.run(until=251.0)
+    third = plane.jobs["default/third"]
+    assert third.waiting and third.group.queue == "burst-cloud"
+    with pytest.raises(NotFound, match="cloud cluster nowhere is not served"):
+        plane.set_link("nowhere", False)
+    plane.set_link("aliyun", False, "probe: no route")
+    # the one cloud is cut off: third goes back to dev with the pods it was submitted with
+    assert third.group.queue == "dev" and third.template == third.home[1]
+    assert third.events[-1][1] == "back from burst-cloud to dev: the cloud is cut off"
+    assert plane.links_view() == [{"cluster": "aliyun", "up": False, "down_since": 251.0, "reason": "probe: no route"}]
+    plane.report_pod(plane.jobs["default/second"].pods[0].key, PodPhase.SUCCEEDED)
+    clock.run(until=1500.0)  # the cloud node is free but cordoned; nothing overflows; the pool does not grow
+    assert third.waiting and third.group.queue == "dev"
+    (cloud,) = [p for p in plane.pools_view() if p["name"] == "cloud-a100"]
+    assert cloud["nodes"] == ["cloud-a100-0"] and cloud["provisioning"] == 0
+    plane.stop()
+    clock = SimClock(start=1600.0)
+    again = start(clock)  # a restart keeps the link down until it is reported up
+    assert again.links_view()[0]["up"] is False
+    clock.run(until=1700.0)
+    assert again.jobs["default/third"].waiting
+    again.set_link("aliyun", True)
+    clock.run(until=1702.0)  # it overflows again at once (it has waited long enough) and lands on the cloud node
+    third = again.jobs["default/third"]
+    assert third.phase is JobPhase.RUNNING and node_of(again, "default/third") == "cloud-a100-0"
+    assert [m for _, m in again.fleet_events if m.startswith("link")] == ["link to aliyun: up"]
+    again.stop()
+    store.close()

@@ -8,6 +8,7 @@ import pytest
 from scheduler_builders import CAPACITY, PROPORTION, job, node, queue
 
 from bench.simulation import replay_input
+from tidegate.model.objects import PodGroupPhase
 from tidegate.scheduler import node_table, session
 from tidegate.scheduler.framework import PluginRegistry
 from tidegate.scheduler.online import OnlineScheduler
@@ -39,6 +40,20 @@ def test_a_job_asking_more_than_any_node_has_leaves_the_scheduler_idle_until_nod
     s.add_nodes([node("huge", cpu=128)])
     assert not s.idle()
     assert [(b.pod, b.node) for b in s.cycle(3.0).binds] == [("default/big-0", "huge")]
+
+
+def test_a_group_bound_to_a_node_added_since_the_last_cycle_holds_its_room() -> None:
+    # as a restarted control plane or `tidegate kube` starts: nodes added, then groups already running there
+    s = OnlineScheduler([], [queue("default")], PROPORTION, report_waiting=False)
+    s.add_nodes([node("n1", cpu=32)])
+    running = job("running", requests={"cpu": 32}, running_on=["n1"], phase=PodGroupPhase.RUNNING)
+    s.add_group(running.group, running.pods)
+    waiting = job("waiting", requests={"cpu": 32})
+    s.add_group(waiting.group, waiting.pods)
+    assert s.cycle(1.0).binds == []  # n1 is full: nothing lands on it twice
+    assert s.ssn.warnings == []
+    s.remove_group(running.key)
+    assert [(b.pod, b.node) for b in s.cycle(2.0).binds] == [("default/waiting-0", "n1")]
 
 
 def test_a_job_that_fits_an_empty_node_is_not_hopeless_while_the_cluster_is_full() -> None:

@@ -141,7 +141,10 @@ def served_fleet(paths: list[str], ms: ManifestSet, scenario: str | None) -> Ser
         if pool.spec.interruption is not None or pool.spec.pricing.model == "spot":
             notes.append(f"NodePool {pool.name}: spot interruptions are not simulated live (the provider's happen)")
     if chosen.link_outages:
-        notes.append(f"scenario {name}: linkOutages not served live (a real link fails by itself)")
+        notes.append(
+            f"scenario {name}: its linkOutages windows are not replayed live; report a real link's state "
+            "with PUT /links/<cluster>"
+        )
     if chosen.budget is not None and not chosen.burst.enabled:
         notes.append(f"scenario {name}: its budget is not served without burst (no cloud spend to count)")
     if not chosen.burst.enabled:

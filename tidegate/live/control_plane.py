@@ -175,6 +175,8 @@ class ControlPlane(PlaneViews):
         self.burst = burst
         self._tree = QueueTree(queues)
         self._autoscale_timer: Timer | None = None
+        #: Cloud clusters whose link to the IDC is down: since when, and why (`set_link`).
+        self.links_down: dict[str, tuple[float, str]] = {}
         #: What each pool bills, and the fleet's scaling and budget events.
         self.bill = Bill(pools, clock.now())
         self.fleet_events: list[tuple[float, str]] = []
@@ -191,7 +193,7 @@ class ControlPlane(PlaneViews):
         #: When the budget's period 0 started: period k starts k periods later.
         self.budget_origin = clock.now()
         self._budget_timers: list[Timer] = []
-        self._saved_budget: dict[str, Any] | None = None
+        self._saved_controllers: dict[str, dict[str, Any]] = {}  # controllers' states as last stored
         if budget is not None:
             queue = self.queues[budget.queue]
             self.budget = Budget(budget, queue, self.bill.spent, self._budget_apply, self._event, self._cap)
@@ -226,6 +228,7 @@ class ControlPlane(PlaneViews):
             if saved is not None:
                 plane._restore(saved)
                 plane._resume_budget(saved.controllers.get("budget"))
+                plane._resume_links(saved.controllers.get("links", {}))
             elif ms.jobs or ms.podgroups or ms.pods:
                 workloads = ManifestSet(jobs=ms.jobs, podgroups=ms.podgroups, pods=ms.pods)
                 plane._accept(workloads, plane.clock.now(), _folder_batch(workloads))
@@ -267,6 +270,28 @@ class ControlPlane(PlaneViews):
                 budget.original = parsed_queue(merge_patch(original.raw or queue_manifest(original), patch))
                 budget.current = queue
             return queue
+
+    def set_link(self, cluster: str, up: bool, reason: str = "") -> None:
+        """A prober's or an operator's word on a cloud cluster's link to the IDC (`PUT /links/<cluster>`).
+
+        While it is down nothing new goes there, and work degrades to the IDC: the cluster's nodes are
+        cordoned (nodes joining meanwhile too), its pools do not grow, and once every cloud's link is down
+        no job overflows and burst jobs still waiting go back to the queue they were submitted to. Pods
+        running there run on (their agents report them). Raises NotFound for a cluster not served."""
+        with self._changing():
+            if cluster not in self._clouds():
+                raise NotFound(f"cloud cluster {cluster} is not served")
+            if up == (cluster not in self.links_down):
+                return  # no change (a link reported down again keeps the time it went down)
+            now = self.clock.now()
+            if up:
+                del self.links_down[cluster]
+            else:
+                self.links_down[cluster] = (now, reason)
+            self._cordon(cluster, not up)
+            self._event(now, f"link to {cluster}: {'up' if up else 'down'}{f' ({reason})' if reason else ''}")
+            if self._burst_cut_off():
+                self._send_home(now)
 
     def delete_job(self, key: str) -> None:
         """Forget a job: its pods leave their nodes at once (their agents stop them)."""
@@ -422,13 +447,15 @@ class ControlPlane(PlaneViews):
     def _cap(self, max_replicas: int | None) -> str:
         return self.fleet.cap(max_replicas, self.queues)
 
-    def _budget_state(self) -> dict[str, Any] | None:
-        """What the store keeps of the budget: its period, and its queue's own spec."""
+    def _controllers(self) -> dict[str, dict[str, Any]]:
+        """What the store keeps of the controllers: the budget's period and its queue's own spec, the links
+        that are down."""
+        states: dict[str, dict[str, Any]] = {"links": {c: list(down) for c, down in self.links_down.items()}}
         budget = self.budget
-        if budget is None:
-            return None
-        original = budget.original.raw or queue_manifest(budget.original)
-        return budget.state() | {"origin": self.budget_origin, "original": original}
+        if budget is not None:
+            original = budget.original.raw or queue_manifest(budget.original)
+            states["budget"] = budget.state() | {"origin": self.budget_origin, "original": original}
+        return states
 
     def _resume_budget(self, state: Mapping[str, Any] | None) -> None:
         """Go on with the kept period, or start the one a restart falls in (restoring the queue's own spec)."""
@@ -464,9 +491,9 @@ class ControlPlane(PlaneViews):
             self._dirty_pools.clear()
             self._new_batches.clear()
             return
-        budget = self._budget_state()
-        budget_changed = budget is not None and budget != self._saved_budget
-        changed = self._dirty or self._dirty_queues or self._dirty_pools or self._new_batches or budget_changed
+        controllers = self._controllers()
+        moved = {name: state for name, state in controllers.items() if state != self._saved_controllers.get(name)}
+        changed = self._dirty or self._dirty_queues or self._dirty_pools or self._new_batches or moved
         if not (changed or started):
             return
         with self.store.write() as writer:
@@ -492,12 +519,12 @@ class ControlPlane(PlaneViews):
                 state = {"created": pool.created, "nodes": pool.nodes, "draining": pool.draining}
                 state |= {"arriving": [arrival.due for arrival in pool.arriving], **self.bill.state(name)}
                 writer.put_pool(name, state)
-            if budget is not None and budget_changed:
-                writer.put_controller("budget", budget)
+            for name, state in moved.items():
+                writer.put_controller(name, state)
         for key in self._dirty:
             if key in self.jobs:
                 self._saved_events[key] = len(self.jobs[key].events)
-        self._saved_budget = budget
+        self._saved_controllers = controllers
         self._dirty.clear()
         self._dirty_queues.clear()
         self._dirty_pools.clear()
@@ -707,8 +734,49 @@ class ControlPlane(PlaneViews):
         job.events.append((now, "restarted"))
         self._dirty.add(job.key)
 
+    def _clouds(self) -> set[str]:
+        return {pool.cluster_name for pool in self.fleet.pools.values() if pool.is_cloud}
+
+    def _burst_cut_off(self) -> bool:
+        """Every cloud's link is down: nothing can burst."""
+        clouds = self._clouds()
+        return bool(clouds) and clouds <= self.links_down.keys()
+
+    def _cordon(self, cluster: str, cordoned: bool) -> None:
+        """The cluster's nodes (but those cordoned for scale-in, which stay so) take new pods or not."""
+        for pool in self.fleet.pools.values():
+            if pool.cluster_name == cluster:
+                for node in pool.nodes:
+                    if node not in pool.draining:
+                        self.core.set_schedulable(node, not cordoned)
+
+    def _send_home(self, now: float) -> None:
+        """Burst jobs still waiting, with no pod running, go back to the queue they were submitted to."""
+        if self.burst is None:
+            return
+        for job in self.jobs.values():
+            home = job.home[0]
+            if job.waiting and job.group.queue == self.burst.queue and home != self.burst.queue:
+                if any(pod.node_name for pod in job.pods):
+                    continue  # part of its gang runs on: it keeps its queue
+                self.core.remove_group(job.key)
+                _move_home(job)
+                self.core.add_group(job.group, list(job.pods))
+                job.events.append((now, f"back from {self.burst.queue} to {home}: the cloud is cut off"))
+                self._dirty.add(job.key)
+
+    def _resume_links(self, down: Mapping[str, Sequence[Any]]) -> None:
+        """The links that were down when the store was written stay down until reported up."""
+        for cluster, (since, reason) in down.items():
+            if cluster in self._clouds():
+                self.links_down[cluster] = (float(since), str(reason))
+                self._cordon(cluster, True)
+
     def _overflow(self, burst: Burst, now: float) -> None:
-        """Waiting jobs that waited long enough, or whose queue is at capability, move to the burst queue."""
+        """Waiting jobs that waited long enough, or whose queue is at capability, move to the burst queue
+        (none while every cloud's link is down)."""
+        if self._burst_cut_off():
+            return
         for key in list(self.core.waiting):
             job = self.jobs[key]
             home = job.group.queue
@@ -724,6 +792,8 @@ class ControlPlane(PlaneViews):
     def node_ready(self, pool: Pool, node: Node) -> None:
         self.nodes[node.name] = node
         self._node_pods[node.name] = {}
+        if pool.cluster_name in self.links_down:
+            self.core.set_schedulable(node.name, False)  # joins cordoned while its cloud is cut off
 
     def evict_node(self, pool: Pool, node: str) -> None:
         now = self.clock.now()
@@ -741,7 +811,7 @@ class ControlPlane(PlaneViews):
         return False  # no spot notices live: an interrupted node is one its provider removes
 
     def may_grow(self, pool: Pool) -> bool:
-        return True
+        return pool.cluster_name not in self.links_down  # no new cloud capacity while cut off
 
     def billed(self, pool: Pool, change: int) -> None:
         self.bill.change(pool.name, change, self.clock.now())
@@ -773,7 +843,9 @@ def _new_job(
     """A job as admitted at `submitted`: objects the manifests gave no creation time are created then."""
     stamped = replace(group, created=group.created or submitted)
     template = tuple(replace(pod, created=pod.created or submitted) for pod in pods)
-    return LiveJob(stamped, template, list(template), policies, submitted, submitted, batch=batch)
+    job = LiveJob(stamped, template, list(template), policies, submitted, submitted, batch=batch)
+    job.home = (stamped.queue, template)
+    return job
 
 
 def _folder_batch(workloads: ManifestSet) -> Batch:
@@ -806,6 +878,14 @@ def _move(job: LiveJob, queue: str) -> None:
     job.group = replace(job.group, queue=queue)
     job.template = tuple(burstable(pod) for pod in job.template)
     job.pods = [burstable(pod) for pod in job.pods]
+
+
+def _move_home(job: LiveJob) -> None:
+    """A waiting job goes back to the queue and pods it was submitted with."""
+    queue, template = job.home
+    job.group = replace(job.group, queue=queue)
+    job.template = template
+    job.pods = list(template)
 
 
 def _restored_pod(pod: Pod, state: PodState | None) -> Pod:

@@ -51,6 +51,8 @@ class LiveJob:
     events: list[tuple[float, str]] = field(default_factory=list)
     #: The id of the batch it was submitted in (what a store rebuilds it from).
     batch: str = ""
+    #: The queue and pods it was submitted with: what an overflowed job goes back to while the cloud is cut off.
+    home: tuple[str, tuple[Pod, ...]] = ("", ())
 
     @property
     def key(self) -> str:

@@ -28,6 +28,7 @@ class PlaneViews:
     bill: Bill
     budget: Budget | None
     fleet_events: list[tuple[float, str]]
+    links_down: dict[str, tuple[float, str]]
     _lock: threading.RLock
     _tree: QueueTree
     _pod_job: dict[str, str]
@@ -175,6 +176,16 @@ class PlaneViews:
                 "hpa_capped": budget.capped,
                 "events": [{"time": t, "message": m} for t, m in self.fleet_events if m.startswith("budget:")],
             }
+
+    def links_view(self) -> list[dict[str, Any]]:
+        """Each served cloud cluster's link to the IDC: up, or down since when and why."""
+        with self._lock:
+            clouds = sorted({pool.cluster_name for pool in self.fleet.pools.values() if pool.is_cloud})
+            out = []
+            for cluster in clouds:
+                since, reason = self.links_down.get(cluster, (None, ""))
+                out.append({"cluster": cluster, "up": since is None, "down_since": since, "reason": reason})
+            return out
 
     def metrics(self) -> list[QueueMetrics]:
         """Per queue: `pending_seconds`, its waiting and running jobs, what its running pods hold, its weight."""

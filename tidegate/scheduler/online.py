@@ -67,6 +67,8 @@ class OnlineScheduler:
     def add_group(self, group: PodGroup, pods: Sequence[Pod]) -> None:
         """A group arrives; it waits until placed. One that arrives placed (a restored control plane's
         running job: its pods bound, or finished) is set aside at once, as the cycle that placed it did."""
+        if self._nodes_changed and any(pod.node_name or pod.nominated_node_name for pod in pods):
+            self._sync_nodes()  # its pods' nodes must be in the table to hold their room
         job = self.ssn.add_group(group, pods)
         self.jobs[group.key] = job
         if job.counts[TaskStatus.PENDING] or not job.ready_num or job.ready_num < job.min_available:
@@ -103,8 +105,7 @@ class OnlineScheduler:
         if self.idle():
             return Decisions()
         if self._nodes_changed:
-            ssn.replace_nodes(list(self.nodes.values()))
-            self._nodes_changed = False
+            self._sync_nodes()
         ssn.reopen(now)
         for name in self.config.actions:
             ACTIONS[name].execute(ssn)
@@ -129,6 +130,11 @@ class OnlineScheduler:
         for job in placed.values():
             ssn.settle(job)
         return decisions
+
+    def _sync_nodes(self) -> None:
+        """The session takes the node list as changed since (added, removed, cordoned nodes)."""
+        self.ssn.replace_nodes(list(self.nodes.values()))
+        self._nodes_changed = False
 
     def idle(self) -> bool:
         """Nothing a cycle could do: no node change, no nominated pod, and every waiting job hopeless

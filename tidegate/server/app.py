@@ -12,6 +12,8 @@
     GET    /nodes/{name}/pods              what the node's agent runs
     GET    /pools                          node pools served from a simulation folder: nodes, HPA, bill
     GET    /budget                         the Scenario's cloud budget: period, spent, changes
+    GET    /links                          each cloud cluster's link to the IDC
+    PUT    /links/{cluster}                {"up": false, "reason": "..."}: a prober's or operator's word
     POST   /pods/{namespace}/{name}/status {"phase": "Succeeded" | "Failed", "message": "..."}
     GET    /metrics                        volcano_queue_pending_jobs_duration_seconds and more
 
@@ -30,6 +32,7 @@ from fastapi.responses import JSONResponse, PlainTextResponse
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
+from pydantic import BaseModel, ConfigDict
 
 from tidegate.live.control_plane import ControlPlane
 from tidegate.live.jobs import Conflict, NotFound
@@ -39,6 +42,15 @@ from tidegate.model.quantity import scale_of
 from tidegate.store import StoreError
 
 PROMETHEUS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+
+class LinkState(BaseModel):
+    """A cloud link's state as a prober or an operator reports it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    up: bool
+    reason: str = ""
 
 
 def create_app(plane: ControlPlane) -> FastAPI:
@@ -118,6 +130,15 @@ def create_app(plane: ControlPlane) -> FastAPI:
     def budget() -> dict[str, Any]:
         return plane.budget_view()
 
+    @app.get("/links")
+    def links() -> list[dict[str, Any]]:
+        return plane.links_view()
+
+    @app.put("/links/{cluster}")
+    def set_link(cluster: str, link: LinkState) -> list[dict[str, Any]]:
+        plane.set_link(cluster, link.up, link.reason)
+        return plane.links_view()
+
     @app.get("/nodes/{name}/pods")
     def node_pods(name: str) -> list[dict[str, Any]]:
         return plane.node_pods(name)
@@ -190,7 +211,12 @@ class _QueueCollector(Collector):
             nodes.add_metric([pool["name"]], len(pool["nodes"]))
             billed.add_metric([pool["name"]], pool["billed_nodes"])
             spend.add_metric([pool["name"]], pool["spent"])
-        yield from (pending, jobs, allocated, weight, cycles, nodes, billed, spend)
+        link = GaugeMetricFamily(
+            "tidegate_link_up", "1 while the cloud cluster's link to the IDC is up", labels=["cluster"]
+        )
+        for cloud in self.plane.links_view():
+            link.add_metric([cloud["cluster"]], 1.0 if cloud["up"] else 0.0)
+        yield from (pending, jobs, allocated, weight, cycles, nodes, billed, spend, link)
         if self.plane.budget is not None:
             budget = self.plane.budget_view()
             spent = GaugeMetricFamily("tidegate_budget_period_spent", "Cloud spend in the budget's current period")
