@@ -490,3 +490,15 @@ def test_while_the_cloud_link_is_down_work_degrades_to_the_idc_and_comes_back_wh
     assert [m for _, m in again.fleet_events if m.startswith("link")] == ["link to aliyun: up"]
     again.stop()
     store.close()
+
+
+def test_the_api_reports_and_sets_a_cloud_link(tmp_path: Path) -> None:
+    plane, _, _ = served(tmp_path)
+    api = TestClient(create_app(plane))
+    assert api.get("/links").json() == [{"cluster": "aliyun", "up": True, "down_since": None, "reason": ""}]
+    down = api.put("/links/aliyun", json={"up": False, "reason": "probe: no route"})
+    assert down.status_code == 200 and down.json()[0]["up"] is False
+    assert 'tidegate_link_up{cluster="aliyun"} 0.0' in api.get("/metrics").text
+    assert api.put("/links/idc", json={"up": False}).status_code == 404  # not a cloud cluster
+    assert api.put("/links/aliyun", json={"up": "maybe"}).status_code == 422
+    assert api.put("/links/aliyun", json={"up": True}).json()[0]["up"] is True
