@@ -169,3 +169,62 @@ def test_tidegate_serve_refuses_a_bad_folder_naming_the_field(tmp_path: Path, mo
     assert result.exit_code == 1
     assert "Queue/broken field spec.weight" in result.output
     assert not (tmp_path / "tidegate.db").exists()  # nothing was accepted: no store is left behind
+
+
+def test_with_a_token_every_call_but_health_and_metrics_needs_it() -> None:
+    plane = ControlPlane.from_manifests(load_text(CLUSTER, "cluster.yaml"), SimClock())
+    client = TestClient(create_app(plane, token="s3cret"))
+    assert client.get("/queues").status_code == 401
+    wrong = client.post("/jobs", content=vcjob("x"), headers={"Authorization": "Bearer nope"})
+    assert wrong.status_code == 401 and wrong.headers["www-authenticate"] == "Bearer"
+    assert plane.jobs == {}  # refused before anything was read
+    ok = client.post("/jobs", content=vcjob("x"), headers={"Authorization": "Bearer s3cret"})
+    assert ok.status_code == 201
+    assert client.get("/healthz").status_code == 200 and client.get("/metrics").status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [("", "the file is empty"), ("two words", "a token has no whitespace inside"), (None, "No such file")],
+)
+def test_tidegate_serve_refuses_an_unusable_token_file(tmp_path: Path, content: str | None, message: str) -> None:
+    token = tmp_path / "token"
+    if content is not None:
+        token.write_text(content)
+    result = CliRunner().invoke(app, ["serve", str(SEED), "--token-file", str(token), "--store", "memory"])
+    assert result.exit_code == 1
+    assert f"--token-file {token}: {message}" in " ".join(result.output.split())  # rich wraps long lines
+
+
+def test_tidegate_serve_with_a_token_file_refuses_calls_without_the_token(tmp_path: Path) -> None:
+    (tmp_path / "token").write_text("s3cret\n")
+    port = _free_port()
+    base = f"http://127.0.0.1:{port}"
+    command = [sys.executable, "-m", "tidegate.cli.main", "serve", str(SEED), "--port", str(port)]
+    log = tmp_path / "serve.log"
+    with log.open("wb") as output:
+        server = subprocess.Popen(
+            [*command, "--store", "memory", "--token-file", str(tmp_path / "token")],
+            stdout=output,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                assert _call(f"{base}/healthz")["ok"]  # open: a liveness probe carries no token
+                break
+            except (urllib.error.URLError, ConnectionError):
+                assert server.poll() is None, log.read_text()
+                assert time.monotonic() < deadline, "tidegate serve did not answer in 30 s"
+                time.sleep(0.2)
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            _call(f"{base}/queues")
+        assert refused.value.code == 401
+        refused.value.close()
+        request = urllib.request.Request(f"{base}/queues", headers={"Authorization": "Bearer s3cret"})
+        with urllib.request.urlopen(request, timeout=5) as response:
+            assert [q["name"] for q in json.loads(response.read())]
+    finally:
+        server.terminate()
+        server.wait(timeout=10)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -28,6 +29,8 @@ from tidegate.store import StoreError
 DEFAULT_STORE = "sqlite:///tidegate.db"
 #: The `--store` value that keeps state in memory only (a restart forgets it).
 MEMORY = "memory"
+#: Addresses only this machine reaches: an API served there without a token is not a warning.
+LOOPBACK = ("127.0.0.1", "::1", "localhost")
 
 
 def serve(
@@ -55,6 +58,14 @@ def serve(
             "(default: its only one, else the first that bursts).",
         ),
     ] = None,
+    token_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--token-file",
+            help="A file holding the API's bearer token: every call but /healthz and /metrics must send "
+            "'Authorization: Bearer <token>'. Without it the API is open to whoever reaches the port.",
+        ),
+    ] = None,
 ) -> None:
     """Run the live control plane: the cluster comes from the manifests, jobs through the API (see docs/live.md)."""
     import uvicorn  # the web stack loads only when serving: the other commands start faster
@@ -63,6 +74,15 @@ def serve(
     from tidegate.store.sql import Store
 
     console, err = Console(), Console(stderr=True)
+    try:
+        token = read_token(token_file) if token_file is not None else None
+    except ValueError as exc:
+        fail(err, [exc])
+        raise typer.Exit(1) from exc
+    if token is None and host not in LOOPBACK:
+        warn(
+            err, [f"the API on {host} has no authentication: anyone who reaches it can submit and patch (--token-file)"]
+        )
     ms = load_manifests(paths)
     warn(err, ms.warnings)
     clock = WallClock(start=time.time())
@@ -99,7 +119,7 @@ def serve(
             highlight=False,
         )
     try:
-        uvicorn.run(create_app(plane), host=host, port=port, log_level="warning")
+        uvicorn.run(create_app(plane, token), host=host, port=port, log_level="warning")
     finally:
         plane.stop()
         if opened is not None:
@@ -118,6 +138,19 @@ class ServedFleet:
     scenario: str = ""
     #: What is not served, to warn of.
     notes: list[str] = field(default_factory=list)
+
+
+def read_token(path: Path) -> str:
+    """The bearer token in the file (surrounding whitespace dropped). Raises ValueError naming the file."""
+    try:
+        token = path.read_text().strip()
+    except OSError as exc:
+        raise ValueError(f"--token-file {path}: {exc.strerror or exc}") from exc
+    if not token:
+        raise ValueError(f"--token-file {path}: the file is empty")
+    if any(c.isspace() for c in token):
+        raise ValueError(f"--token-file {path}: a token has no whitespace inside")
+    return token
 
 
 def served_fleet(paths: list[str], ms: ManifestSet, scenario: str | None) -> ServedFleet:

@@ -17,18 +17,21 @@
     POST   /pods/{namespace}/{name}/status {"phase": "Succeeded" | "Failed", "message": "..."}
     GET    /metrics                        volcano_queue_pending_jobs_duration_seconds and more
 
-Bad input answers 422 with every problem as {file, document, kind, name, field, message}; an unknown
-object 404; a request the object's state refuses 409; a change the store could not write 503 (a
-submission is then not accepted; other changes are written with the next one).
+With `tidegate serve --token-file`, every call but /healthz and /metrics needs `Authorization: Bearer
+<token>` (401 otherwise). Bad input answers 422 with every problem as {file, document, kind, name,
+field, message}; an unknown object 404; a request the object's state refuses 409; a change the store
+could not write 503 (a submission is then not accepted; other changes are written with the next one).
 """
 
 from __future__ import annotations
 
+import hmac
 from collections.abc import Iterator
 from typing import Annotated, Any
 
-from fastapi import Body, FastAPI, Request
+from fastapi import APIRouter, Body, Depends, FastAPI, HTTPException, Request
 from fastapi.responses import JSONResponse, PlainTextResponse
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
@@ -42,6 +45,8 @@ from tidegate.model.quantity import scale_of
 from tidegate.store import StoreError
 
 PROMETHEUS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+#: Reads `Authorization: Bearer <token>` (at module level: the routes' annotations are resolved here).
+BEARER = HTTPBearer(auto_error=False)
 
 
 class LinkState(BaseModel):
@@ -53,9 +58,19 @@ class LinkState(BaseModel):
     reason: str = ""
 
 
-def create_app(plane: ControlPlane) -> FastAPI:
-    """The API over one control plane (the caller runs its clock)."""
+def create_app(plane: ControlPlane, token: str | None = None) -> FastAPI:
+    """The API over one control plane (the caller runs its clock). With a `token`, every call but
+    `/healthz` and `/metrics` must carry `Authorization: Bearer <token>` (401 otherwise)."""
     app = FastAPI(title="tidegate", summary="tidegate's live control plane", version="0.1.0")
+
+    def authorized(credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(BEARER)]) -> None:
+        if token is None:
+            return
+        given = credentials.credentials if credentials is not None else ""
+        if not hmac.compare_digest(given.encode(), token.encode()):
+            raise HTTPException(401, "a valid bearer token is required", {"WWW-Authenticate": "Bearer"})
+
+    api = APIRouter(dependencies=[Depends(authorized)])
     registry = CollectorRegistry()
     registry.register(_QueueCollector(plane))
 
@@ -87,63 +102,63 @@ def create_app(plane: ControlPlane) -> FastAPI:
         }
         return JSONResponse(body, status_code=503 if plane.last_error else 200)
 
-    @app.get("/queues")
+    @api.get("/queues")
     def queues() -> list[dict[str, Any]]:
         return plane.queues_view()
 
-    @app.get("/queues/{name}")
+    @api.get("/queues/{name}")
     def queue(name: str) -> dict[str, Any]:
         return plane.queue_view(name)
 
-    @app.patch("/queues/{name}")
+    @api.patch("/queues/{name}")
     def patch_queue(name: str, patch: Annotated[dict[str, Any], Body()]) -> dict[str, Any]:
         plane.patch_queue(name, patch)
         return plane.queue_view(name)
 
-    @app.post("/jobs", status_code=201)
+    @api.post("/jobs", status_code=201)
     async def submit(request: Request) -> dict[str, Any]:
         text = (await request.body()).decode("utf-8", errors="replace")
         return {"accepted": plane.submit(text, "POST /jobs")}
 
-    @app.get("/jobs")
+    @api.get("/jobs")
     def jobs(queue: str = "", phase: str = "") -> list[dict[str, Any]]:
         return plane.jobs_view(queue, phase)
 
-    @app.get("/jobs/{namespace}/{name}")
+    @api.get("/jobs/{namespace}/{name}")
     def job(namespace: str, name: str) -> dict[str, Any]:
         return plane.job_view(f"{namespace}/{name}")
 
-    @app.delete("/jobs/{namespace}/{name}")
+    @api.delete("/jobs/{namespace}/{name}")
     def delete_job(namespace: str, name: str) -> dict[str, Any]:
         plane.delete_job(f"{namespace}/{name}")
         return {"deleted": f"{namespace}/{name}"}
 
-    @app.get("/nodes")
+    @api.get("/nodes")
     def nodes() -> list[dict[str, Any]]:
         return plane.nodes_view()
 
-    @app.get("/pools")
+    @api.get("/pools")
     def pools() -> list[dict[str, Any]]:
         return plane.pools_view()
 
-    @app.get("/budget")
+    @api.get("/budget")
     def budget() -> dict[str, Any]:
         return plane.budget_view()
 
-    @app.get("/links")
+    @api.get("/links")
     def links() -> list[dict[str, Any]]:
         return plane.links_view()
 
-    @app.put("/links/{cluster}")
+    @api.put("/links/{cluster}")
     def set_link(cluster: str, link: LinkState) -> list[dict[str, Any]]:
         plane.set_link(cluster, link.up, link.reason)
         return plane.links_view()
 
-    @app.get("/nodes/{name}/pods")
+    @api.get("/nodes/{name}/pods")
     def node_pods(name: str) -> list[dict[str, Any]]:
         return plane.node_pods(name)
 
-    @app.post("/pods/{namespace}/{name}/status")
+    @api.post("/pods/{namespace}/{name}/status")
     def pod_status(namespace: str, name: str, status: Annotated[dict[str, Any], Body()]) -> dict[str, Any]:
         phase = status.get("phase")
         allowed = (PodPhase.RUNNING, PodPhase.SUCCEEDED, PodPhase.FAILED)
@@ -156,6 +171,7 @@ def create_app(plane: ControlPlane) -> FastAPI:
     def metrics() -> PlainTextResponse:
         return PlainTextResponse(generate_latest(registry), media_type=PROMETHEUS_CONTENT_TYPE)
 
+    app.include_router(api)
     return app
 
 
