@@ -212,7 +212,8 @@ def test_the_demo_folder_is_served_with_its_burst_scenario_and_without_its_job_t
     fleet = served_fleet(paths, ms, None)
     assert fleet.scenario == "elastic-burst"
     assert fleet.notes == [
-        "NodePool aliyun-a100-spot: spot interruptions are not simulated live (the provider's happen)"
+        "NodePool aliyun-a100-spot: spot interruptions are not drawn live; its nodes' agents report the "
+        "provider's (POST /nodes/<name>/interruption)"
     ]
     assert fleet.burst is not None and (fleet.burst.queue, fleet.burst.after_seconds) == ("burst-cloud", 600.0)
     assert [p.name for p in fleet.pools] == ["idc-a100", "aliyun-a100-spot"]
@@ -502,3 +503,76 @@ def test_the_api_reports_and_sets_a_cloud_link(tmp_path: Path) -> None:
     assert api.put("/links/idc", json={"up": False}).status_code == 404  # not a cloud cluster
     assert api.put("/links/aliyun", json={"up": "maybe"}).status_code == 422
     assert api.put("/links/aliyun", json={"up": True}).json()[0]["up"] is True
+
+
+def test_a_busy_node_cordoned_by_scale_in_leaves_with_its_last_job(tmp_path: Path) -> None:
+    plane, clock, _ = served(tmp_path)
+    plane.submit(job("first", queue="prod"))
+    clock.run(until=0.5)
+    plane.submit(job("second"))
+    clock.run(until=200.0)
+    assert node_of(plane, "default/second") == "cloud-a100-0"
+    clock.run(until=900.0)  # nothing waits: after the 600 s window the HPA wants no node; a busy one is cordoned
+    cloud = plane.fleet.pools["cloud-a100"]
+    assert cloud.draining == ["cloud-a100-0"] and plane.bill.nodes["cloud-a100"] == 1
+    plane.report_pod(plane.jobs["default/second"].pods[0].key, PodPhase.SUCCEEDED)
+    assert cloud.nodes == [] and cloud.draining == [] and plane.bill.nodes["cloud-a100"] == 0
+    assert "cloud-a100-0" not in plane.nodes
+
+
+def test_a_spot_notice_cordons_the_node_the_hpa_replaces_it_and_its_jobs_restart_when_it_goes(tmp_path: Path) -> None:
+    (tmp_path / "fleet.yaml").write_text(FOLDER.replace("DEV_CAP", "16"))
+    paths = [str(tmp_path)]
+    store = Store(f"sqlite:///{tmp_path / 'state.db'}")
+
+    def start(clock: SimClock) -> ControlPlane:
+        ms = load_manifests(paths)
+        fleet = served_fleet(paths, ms, None)
+        plane = ControlPlane.from_manifests(ms, clock, store, fleet.pools, fleet.hpas, fleet.burst, fleet.budget)
+        plane.start(clock, 1.0)
+        return plane
+
+    clock = SimClock()
+    plane = start(clock)
+    plane.submit(job("first", queue="prod"))
+    clock.run(until=0.5)
+    plane.submit(job("second"))
+    clock.run(until=200.0)
+    assert node_of(plane, "default/second") == "cloud-a100-0"
+    with pytest.raises(NotFound, match="node idc-a100-0 is not a node of a served cloud pool"):
+        plane.spot_notice("idc-a100-0")
+    # aliyun's notice is 300 s: the instance goes at 500 s
+    assert plane.spot_notice("cloud-a100-0") == 500.0
+    assert plane.spot_notice("cloud-a100-0") == 500.0  # a second notice changes nothing
+    second = plane.jobs["default/second"]
+    assert second.events[-1] == (200.0, "spot interruption notice for cloud-a100-0: checkpoint now")
+    view = next(n for n in plane.nodes_view() if n["name"] == "cloud-a100-0")
+    assert (view["schedulable"], view["interrupted_at"]) == (False, 500.0)
+    plane.stop()
+    clock = SimClock(start=300.0)
+    again = start(clock)  # a restart keeps the notice and its time
+    assert again.notices == {"cloud-a100-0": 500.0}
+    clock.run(until=499.0)  # the job runs on through the notice (its checkpoint is its own business)
+    assert again.jobs["default/second"].phase is JobPhase.RUNNING and again.bill.nodes["cloud-a100"] == 1
+    clock.run(until=501.0)  # the instance is gone: its pod evicted, the job restarted, waiting in burst-cloud
+    second = again.jobs["default/second"]
+    assert "cloud-a100-0" not in again.nodes and again.notices == {} and again.bill.nodes["cloud-a100"] == 0
+    assert any("evicted: node cloud-a100-0 removed" in text for _, text in second.events)
+    assert second.waiting and second.group.queue == "burst-cloud"
+    clock.run(until=600.0)  # its wait makes the HPA ask for a new node, which joins after 60 s
+    assert second.phase is JobPhase.RUNNING and node_of(again, "default/second") == "cloud-a100-1"
+    again.stop()
+    store.close()
+
+
+def test_the_api_takes_a_spot_notice(tmp_path: Path) -> None:
+    plane, clock, _ = served(tmp_path)
+    plane.submit(job("first", queue="prod"))
+    clock.run(until=0.5)
+    plane.submit(job("second"))
+    clock.run(until=200.0)
+    api = TestClient(create_app(plane))
+    answer = api.post("/nodes/cloud-a100-0/interruption", json={"notice_seconds": 30})
+    assert answer.status_code == 200 and answer.json() == {"node": "cloud-a100-0", "goes_at": 230.0}
+    assert api.post("/nodes/idc-a100-0/interruption").status_code == 404
+    assert api.post("/nodes/cloud-a100-0/interruption", json={"notice_seconds": -1}).status_code == 422

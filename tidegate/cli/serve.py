@@ -172,7 +172,10 @@ def served_fleet(paths: list[str], ms: ManifestSet, scenario: str | None) -> Ser
         pools = [pool for pool in pools if not pool.is_cloud]
     for pool in pools:
         if pool.spec.interruption is not None or pool.spec.pricing.model == "spot":
-            notes.append(f"NodePool {pool.name}: spot interruptions are not simulated live (the provider's happen)")
+            notes.append(
+                f"NodePool {pool.name}: spot interruptions are not drawn live; its nodes' agents report the "
+                "provider's (POST /nodes/<name>/interruption)"
+            )
     if chosen.link_outages:
         notes.append(
             f"scenario {name}: its linkOutages windows are not replayed live; report a real link's state "

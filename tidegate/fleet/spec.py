@@ -85,6 +85,20 @@ class ScaleTargetRef(Spec):
     name: str
 
 
+#: Each provider's spot interruption notice, in seconds (tidegate/sim/spot.py says where each comes from).
+NOTICE_SECONDS = {"aws": 120.0, "gcp": 30.0, "azure": 30.0, "aliyun": 300.0}
+
+
+def notice_seconds(pool: NodePoolSpec, cluster: ClusterSpec) -> float | None:
+    """How long a pool's spot node has between its interruption notice and its end: the pool's
+    `interruption.noticeSeconds`, else its provider's notice (None for a provider with no known notice)."""
+    interruption = pool.interruption
+    if interruption is not None and interruption.notice_seconds is not None:
+        return interruption.notice_seconds
+    provider = (interruption.provider if interruption is not None else None) or cluster.provider
+    return NOTICE_SECONDS.get(provider)
+
+
 class InterruptionSpec(Spec):
     """How a spot pool's nodes are interrupted (see tidegate/sim/spot.py for the defaults)."""
 

@@ -29,6 +29,7 @@ import uuid
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import yaml
@@ -37,9 +38,10 @@ from tidegate.autoscale.hpa import HPASpec
 from tidegate.clock import Callback, Clock, EventLoop, Timer
 from tidegate.fleet.budget import Budget
 from tidegate.fleet.burst import Burst, burstable
-from tidegate.fleet.pool import Pool
+from tidegate.fleet.pool import POOL_LABEL, Pool
 from tidegate.fleet.scaling import HPA_SYNC_SECONDS, CloudFleet, QueueTree
 from tidegate.fleet.spec import BudgetSpec
+from tidegate.fleet.spec import notice_seconds as notice_seconds_of
 from tidegate.lifecycle.policies import JobPolicy, Resolution, job_policy, verdict
 from tidegate.live.bill import Bill
 from tidegate.live.jobs import FINISHED, Conflict, JobPhase, LiveJob, NotFound
@@ -69,6 +71,8 @@ if TYPE_CHECKING:
     from tidegate.store.sql import Store
 
 _log = logging.getLogger(__name__)
+#: A spot node's notice when neither its pool nor its provider says (AWS's two-minute warning).
+DEFAULT_NOTICE_SECONDS = 120.0
 #: Volcano's schedulePeriod default.
 DEFAULT_PERIOD_SECONDS = 1.0
 #: Priority of the scheduling cycle among events due at the same time (after the API's changes).
@@ -177,6 +181,10 @@ class ControlPlane(PlaneViews):
         self._autoscale_timer: Timer | None = None
         #: Cloud clusters whose link to the IDC is down: since when, and why (`set_link`).
         self.links_down: dict[str, tuple[float, str]] = {}
+        #: Cloud nodes under a spot interruption notice: when the provider takes each back (`spot_notice`).
+        self.notices: dict[str, float] = {}
+        self._notice_timers: dict[str, Timer] = {}
+        self._leaving_now: set[str] = set()  # nodes whose pods are being evicted as they leave
         #: What each pool bills, and the fleet's scaling and budget events.
         self.bill = Bill(pools, clock.now())
         self.fleet_events: list[tuple[float, str]] = []
@@ -229,6 +237,7 @@ class ControlPlane(PlaneViews):
                 plane._restore(saved)
                 plane._resume_budget(saved.controllers.get("budget"))
                 plane._resume_links(saved.controllers.get("links", {}))
+                plane._resume_notices(saved.controllers.get("notices", {}))
             elif ms.jobs or ms.podgroups or ms.pods:
                 workloads = ManifestSet(jobs=ms.jobs, podgroups=ms.podgroups, pods=ms.pods)
                 plane._accept(workloads, plane.clock.now(), _folder_batch(workloads))
@@ -270,6 +279,53 @@ class ControlPlane(PlaneViews):
                 budget.original = parsed_queue(merge_patch(original.raw or queue_manifest(original), patch))
                 budget.current = queue
             return queue
+
+    def spot_notice(self, node: str, notice_seconds: float | None = None) -> float:
+        """A provider's spot interruption notice for a cloud node, as its agent reports it
+        (`POST /nodes/<name>/interruption`); returns when the instance goes.
+
+        The node is cordoned and leaves the HPA's count (jobs waiting for room get a new node, not this
+        one); each job running there is told (an event) that its pods' preStop hooks should checkpoint. When the
+        notice runs out (`notice_seconds`, by default the pool's `interruption.noticeSeconds` or its
+        provider's: aws 120 s, gcp and azure 30 s, aliyun 300 s) the node is removed and its pods are
+        evicted: their jobs follow their lifecycle policies (RestartJob resumes from the checkpoint).
+        A second notice for the node changes nothing. Raises NotFound for a node of no cloud pool."""
+        with self._changing():
+            pool = self._pool_of(node)
+            if pool is None or not pool.is_cloud:
+                raise NotFound(f"node {node} is not a node of a served cloud pool")
+            if node in self.notices:
+                return self.notices[node]
+            if notice_seconds is None:
+                notice_seconds = notice_seconds_of(pool.spec, pool.cluster) or DEFAULT_NOTICE_SECONDS
+            now = self.clock.now()
+            self._notice(pool, node, now + notice_seconds)
+            stopping = sorted({self._pod_job[key] for key in self._node_pods.get(node, {})})
+            for key in stopping:
+                self.jobs[key].events.append((now, f"spot interruption notice for {node}: checkpoint now"))
+                self._dirty.add(key)
+            stopped = ", ".join(stopping) or "no jobs"
+            self._event(now, f"{pool.name}: spot notice for {node} ({notice_seconds:g} s); stopping {stopped}")
+            return self.notices[node]
+
+    def _notice(self, pool: Pool, node: str, goes_at: float) -> None:
+        """The node is cordoned, out of the HPA's count, and removed at `goes_at` (or now, if that has passed)."""
+        self.notices[node] = goes_at
+        if node not in pool.draining:
+            pool.draining.append(node)
+            self.core.set_schedulable(node, False)
+            self._dirty_pools.add(pool.name)
+        when = max(goes_at, self.clock.now())
+        self._notice_timers[node] = self.fleet.clock.call_at(when, partial(self._instance_gone, pool, node))
+
+    def _instance_gone(self, pool: Pool, node: str) -> None:
+        """The notice ran out: the provider takes the instance back."""
+        self._notice_timers.pop(node, None)
+        self.notices.pop(node, None)
+        if node in pool.nodes:
+            self._event(self.clock.now(), f"{pool.name}: {node} interrupted")
+            self.fleet.remove_node(pool, node)
+            self.sized(pool)
 
     def set_link(self, cluster: str, up: bool, reason: str = "") -> None:
         """A prober's or an operator's word on a cloud cluster's link to the IDC (`PUT /links/<cluster>`).
@@ -450,7 +506,10 @@ class ControlPlane(PlaneViews):
     def _controllers(self) -> dict[str, dict[str, Any]]:
         """What the store keeps of the controllers: the budget's period and its queue's own spec, the links
         that are down."""
-        states: dict[str, dict[str, Any]] = {"links": {c: list(down) for c, down in self.links_down.items()}}
+        states: dict[str, dict[str, Any]] = {
+            "links": {c: list(down) for c, down in self.links_down.items()},
+            "notices": dict(self.notices),
+        }
         budget = self.budget
         if budget is not None:
             original = budget.original.raw or queue_manifest(budget.original)
@@ -706,7 +765,25 @@ class ControlPlane(PlaneViews):
 
     def _unbind(self, pod: Pod) -> None:
         if pod.node_name:
-            self._node_pods.get(pod.node_name, {}).pop(pod.key, None)
+            pods = self._node_pods.get(pod.node_name)
+            if pods is not None:
+                pods.pop(pod.key, None)
+                if not pods:
+                    self._drained(pod.node_name)
+
+    def _drained(self, node: str) -> None:
+        """A node cordoned for scale-in leaves once its last pod has gone (its billing stops). A node under
+        a spot notice waits for the provider; a node being removed is not removed twice."""
+        pool = self._pool_of(node)
+        if pool is None or node in self._leaving_now or node in self.notices:
+            return
+        if node in pool.draining and node in pool.nodes:
+            self.fleet.remove_node(pool, node)
+            self.sized(pool)
+
+    def _pool_of(self, node: str) -> Pool | None:
+        served = self.nodes.get(node)
+        return None if served is None else self.fleet.pools.get(served.labels.get(POOL_LABEL, ""))
 
     def _apply_policy(self, job: LiveJob, pod: Pod, event: JobEvent, what: str, now: float) -> None:
         """What Volcano's job controller does for the event on one of the job's pods."""
@@ -772,6 +849,13 @@ class ControlPlane(PlaneViews):
                 self.links_down[cluster] = (float(since), str(reason))
                 self._cordon(cluster, True)
 
+    def _resume_notices(self, notices: Mapping[str, float]) -> None:
+        """Nodes under a spot notice when the store was written go when it said (at once if that has passed)."""
+        for node, goes_at in notices.items():
+            pool = self._pool_of(node)
+            if pool is not None and node in pool.nodes:
+                self._notice(pool, node, float(goes_at))
+
     def _overflow(self, burst: Burst, now: float) -> None:
         """Waiting jobs that waited long enough, or whose queue is at capability, move to the burst queue
         (none while every cloud's link is down)."""
@@ -797,18 +881,22 @@ class ControlPlane(PlaneViews):
 
     def evict_node(self, pool: Pool, node: str) -> None:
         now = self.clock.now()
+        self._leaving_now.add(node)
         for pod in list(self._node_pods.get(node, {}).values()):
             job = self.jobs.get(self._pod_job.get(pod.key, ""))
             if job is not None and job.phase is JobPhase.RUNNING:
                 self._apply_policy(job, pod, JobEvent.POD_EVICTED, f"pod {pod.key} evicted: node {node} removed", now)
+        self._leaving_now.discard(node)
         self.nodes.pop(node, None)
         self._node_pods.pop(node, None)
+        if self.notices.pop(node, None) is not None:
+            self._notice_timers.pop(node).cancel()
 
     def busy(self, node: str) -> int:
         return len({self._pod_job[key] for key in self._node_pods.get(node, {})})
 
     def leaving(self, node: str) -> bool:
-        return False  # no spot notices live: an interrupted node is one its provider removes
+        return node in self.notices  # it goes whatever the autoscaler wants
 
     def may_grow(self, pool: Pool) -> bool:
         return pool.cluster_name not in self.links_down  # no new cloud capacity while cut off

@@ -15,6 +15,7 @@ from tidegate.live.queue_manifests import queue_manifest
 from tidegate.model.manifests import gpu_index
 from tidegate.model.objects import Node, Pod, PodPhase, Queue
 from tidegate.model.resources import Resources
+from tidegate.scheduler.online import OnlineScheduler
 
 
 class PlaneViews:
@@ -29,6 +30,8 @@ class PlaneViews:
     budget: Budget | None
     fleet_events: list[tuple[float, str]]
     links_down: dict[str, tuple[float, str]]
+    notices: dict[str, float]
+    core: OnlineScheduler
     _lock: threading.RLock
     _tree: QueueTree
     _pod_job: dict[str, str]
@@ -103,6 +106,8 @@ class PlaneViews:
                         "allocatable": node.allocatable.to_dict(),
                         "requested": used.to_dict(),
                         "pods": len(pods),
+                        "schedulable": name in self.core.nodes and not self.core.nodes[name].unschedulable,
+                        "interrupted_at": self.notices.get(name),
                     }
                 )
             return out

@@ -15,6 +15,7 @@
     GET    /links                          each cloud cluster's link to the IDC
     PUT    /links/{cluster}                {"up": false, "reason": "..."}: a prober's or operator's word
     POST   /pods/{namespace}/{name}/status {"phase": "Succeeded" | "Failed", "message": "..."}
+    POST   /nodes/{name}/interruption      a spot interruption notice, {"notice_seconds": 120} (optional)
     GET    /metrics                        volcano_queue_pending_jobs_duration_seconds and more
 
 With `tidegate serve --token-file`, every call but /healthz and /metrics needs `Authorization: Bearer
@@ -35,7 +36,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from tidegate.live.control_plane import ControlPlane
 from tidegate.live.jobs import Conflict, NotFound
@@ -47,6 +48,14 @@ from tidegate.store import StoreError
 PROMETHEUS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 #: Reads `Authorization: Bearer <token>` (at module level: the routes' annotations are resolved here).
 BEARER = HTTPBearer(auto_error=False)
+
+
+class SpotNotice(BaseModel):
+    """A spot interruption notice as a node's agent reports it; without a notice, the pool's or provider's."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    notice_seconds: Annotated[float, Field(gt=0)] | None = None
 
 
 class LinkState(BaseModel):
@@ -157,6 +166,11 @@ def create_app(plane: ControlPlane, token: str | None = None) -> FastAPI:
     @api.get("/nodes/{name}/pods")
     def node_pods(name: str) -> list[dict[str, Any]]:
         return plane.node_pods(name)
+
+    @api.post("/nodes/{name}/interruption")
+    def interruption(name: str, notice: SpotNotice | None = None) -> dict[str, Any]:
+        goes_at = plane.spot_notice(name, notice.notice_seconds if notice is not None else None)
+        return {"node": name, "goes_at": goes_at}
 
     @api.post("/pods/{namespace}/{name}/status")
     def pod_status(namespace: str, name: str, status: Annotated[dict[str, Any], Body()]) -> dict[str, Any]:

@@ -25,9 +25,8 @@ from pathlib import Path
 
 import numpy as np
 
-from tidegate.fleet.spec import ClusterSpec, NodePoolSpec
+from tidegate.fleet.spec import ClusterSpec, NodePoolSpec, notice_seconds
 
-NOTICE_SECONDS = {"aws": 120.0, "gcp": 30.0, "azure": 30.0, "aliyun": 300.0}
 HOURS_PER_MONTH = 730.0
 #: The share of instances interrupted in a month each Spot Advisor band stands for (its midpoint).
 BAND_FRACTION = {"<5%": 0.025, "5-10%": 0.075, "10-15%": 0.125, "15-20%": 0.175, ">20%": 0.25}
@@ -105,7 +104,7 @@ def resolve_interruptions(pool: NodePoolSpec, cluster: ClusterSpec, base: Path) 
             "spec.interruption", f"only spot pools are interrupted (pricing.model is {pool.pricing.model})"
         )
     provider = spec.provider or cluster.provider
-    notice = spec.notice_seconds if spec.notice_seconds is not None else NOTICE_SECONDS.get(provider)
+    notice = notice_seconds(pool, cluster)
     if notice is None:
         raise InterruptionError(
             "spec.interruption.noticeSeconds",
