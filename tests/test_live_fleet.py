@@ -117,15 +117,30 @@ spec:
 """
 
 
-def served(tmp_path: Path, scenario: str | None = None, dev_gpus: int = 16) -> tuple[ControlPlane, SimClock, str]:
-    (tmp_path / "fleet.yaml").write_text(FOLDER.replace("DEV_CAP", str(dev_gpus)))
-    paths = [str(tmp_path)]
+def serve_folder(
+    folder: Path, clock: SimClock, store: Store | None = None, scenario: str | None = None
+) -> ControlPlane:
+    """What `tidegate serve <folder> [--scenario]` runs, on simulated time (a new process on `store`)."""
+    paths = [str(folder)]
     ms = load_manifests(paths)
     fleet = served_fleet(paths, ms, scenario)
-    clock = SimClock()
-    plane = ControlPlane.from_manifests(ms, clock, None, fleet.pools, fleet.hpas, fleet.burst, fleet.budget)
+    plane = ControlPlane.from_manifests(ms, clock, store, fleet.pools, fleet.hpas, fleet.burst, fleet.budget)
     plane.start(clock, 1.0)
-    return plane, clock, fleet.scenario
+    return plane
+
+
+def served(tmp_path: Path, scenario: str | None = None, dev_gpus: int = 16) -> tuple[ControlPlane, SimClock]:
+    (tmp_path / "fleet.yaml").write_text(FOLDER.replace("DEV_CAP", str(dev_gpus)))
+    clock = SimClock()
+    return serve_folder(tmp_path, clock, None, scenario), clock
+
+
+def fill_the_idc_then_wait(plane: ControlPlane, clock: SimClock) -> None:
+    """`first` (prod) takes the one IDC node at 0 s; `second` (dev) then waits from 0.5 s: the HPA asks for a
+    cloud node at its first sync (15 s; it joins at 75 s) and `second` overflows to it after 120 s."""
+    plane.submit(job("first", queue="prod"))
+    clock.run(until=0.5)
+    plane.submit(job("second"))
 
 
 def node_of(plane: ControlPlane, key: str) -> str:
@@ -134,8 +149,8 @@ def node_of(plane: ControlPlane, key: str) -> str:
 
 
 def test_idc_pools_become_nodes_and_a_waiting_job_bursts_onto_a_cloud_node_the_hpa_adds(tmp_path: Path) -> None:
-    plane, clock, name = served(tmp_path)
-    assert name == "burst"  # the one that bursts, by default
+    plane, clock = served(tmp_path)
+    assert served_fleet([str(tmp_path)], load_manifests([str(tmp_path)]), None).scenario == "burst"  # it bursts
     assert sorted(plane.nodes) == ["idc-a100-0"]
     plane.submit(job("first", queue="prod"))
     clock.run(until=0.5)
@@ -170,7 +185,7 @@ def test_idc_pools_become_nodes_and_a_waiting_job_bursts_onto_a_cloud_node_the_h
 
 
 def test_a_job_whose_queue_is_at_capability_overflows_at_once(tmp_path: Path) -> None:
-    plane, clock, _ = served(tmp_path, dev_gpus=8)
+    plane, clock = served(tmp_path, dev_gpus=8)
     plane.submit(job("first") + "---" + job("second"))
     clock.run(until=1.0)
     second = plane.jobs["default/second"]
@@ -179,7 +194,7 @@ def test_a_job_whose_queue_is_at_capability_overflows_at_once(tmp_path: Path) ->
 
 
 def test_a_job_pinned_to_the_idc_never_bursts_nor_asks_for_cloud_nodes(tmp_path: Path) -> None:
-    plane, clock, _ = served(tmp_path)
+    plane, clock = served(tmp_path)
     plane.submit(job("first", queue="prod"))
     clock.run(until=0.5)
     plane.submit(job("sensitive", pinned=True))
@@ -192,8 +207,7 @@ def test_a_job_pinned_to_the_idc_never_bursts_nor_asks_for_cloud_nodes(tmp_path:
 
 
 def test_a_scenario_without_burst_serves_the_idc_pools_only(tmp_path: Path) -> None:
-    plane, clock, name = served(tmp_path, "idc-only")
-    assert name == "idc-only"
+    plane, clock = served(tmp_path, "idc-only")
     assert [p["name"] for p in plane.pools_view()] == ["idc-a100"] and not plane.fleet.autoscalers
     plane.submit(job("first") + "---" + job("second"))
     clock.run(until=3600.0)
@@ -225,21 +239,13 @@ def test_the_demo_folder_is_served_with_its_burst_scenario_and_without_its_job_t
 
 def test_a_restart_keeps_the_cloud_nodes_and_what_runs_on_them(tmp_path: Path) -> None:
     (tmp_path / "fleet.yaml").write_text(FOLDER.replace("DEV_CAP", "16"))
-    paths = [str(tmp_path)]
 
     def start(clock: SimClock) -> ControlPlane:
-        ms = load_manifests(paths)
-        fleet = served_fleet(paths, ms, None)
-        store = Store(f"sqlite:///{tmp_path / 'state.db'}")
-        plane = ControlPlane.from_manifests(ms, clock, store, fleet.pools, fleet.hpas, fleet.burst, fleet.budget)
-        plane.start(clock, 1.0)
-        return plane
+        return serve_folder(tmp_path, clock, Store(f"sqlite:///{tmp_path / 'state.db'}"))
 
     clock = SimClock()
     plane = start(clock)
-    plane.submit(job("first", queue="prod"))
-    clock.run(until=0.5)
-    plane.submit(job("second"))
+    fill_the_idc_then_wait(plane, clock)
     clock.run(until=600.0)
     assert node_of(plane, "default/second") == "cloud-a100-0"
     plane.stop()
@@ -276,27 +282,17 @@ def test_a_restart_keeps_the_cloud_nodes_and_what_runs_on_them(tmp_path: Path) -
 
 def test_a_restart_keeps_the_nodes_still_being_provisioned_and_when_they_join(tmp_path: Path) -> None:
     (tmp_path / "fleet.yaml").write_text(FOLDER.replace("DEV_CAP", "16"))
-    paths = [str(tmp_path)]
     store = Store(f"sqlite:///{tmp_path / 'state.db'}")
 
-    def start(clock: SimClock) -> ControlPlane:
-        ms = load_manifests(paths)
-        fleet = served_fleet(paths, ms, None)
-        plane = ControlPlane.from_manifests(ms, clock, store, fleet.pools, fleet.hpas, fleet.burst, fleet.budget)
-        plane.start(clock, 1.0)
-        return plane
-
     clock = SimClock()
-    plane = start(clock)
-    plane.submit(job("first", queue="prod"))
-    clock.run(until=0.5)
-    plane.submit(job("second"))
+    plane = serve_folder(tmp_path, clock, store)
+    fill_the_idc_then_wait(plane, clock)
     clock.run(until=30.0)  # the second job's wait made the HPA ask for a node at its first sync
     (arrival,) = plane.fleet.pools["cloud-a100"].arriving
     assert arrival.due == pytest.approx(15.0 + 60.0)
     plane.stop()
     clock = SimClock(start=40.0)  # a new process on the same store, before the node has joined
-    again = start(clock)
+    again = serve_folder(tmp_path, clock, store)
     (pool,) = [p for p in again.pools_view() if p["name"] == "cloud-a100"]
     assert (pool["nodes"], pool["provisioning"], pool["billed_nodes"]) == ([], 1, 1)
     clock.run(until=arrival.due - 0.5)
@@ -308,7 +304,7 @@ def test_a_restart_keeps_the_nodes_still_being_provisioned_and_when_they_join(tm
 
 
 def test_a_node_cancelled_while_provisioning_does_not_hurry_the_next_one_asked_for(tmp_path: Path) -> None:
-    plane, clock, _ = served(tmp_path)
+    plane, clock = served(tmp_path)
     cloud = plane.fleet.pools["cloud-a100"]
     plane.fleet.resize(cloud, 1)  # due at 60 s
     clock.run(until=10.0)
@@ -342,12 +338,7 @@ spec:
 
 def budgeted(tmp_path: Path, clock: SimClock, store: Store) -> ControlPlane:
     (tmp_path / "fleet.yaml").write_text(FOLDER.replace("DEV_CAP", "16") + BUDGETED)
-    paths = [str(tmp_path)]
-    ms = load_manifests(paths)
-    fleet = served_fleet(paths, ms, "budgeted")
-    plane = ControlPlane.from_manifests(ms, clock, store, fleet.pools, fleet.hpas, fleet.burst, fleet.budget)
-    plane.start(clock, 1.0)
-    return plane
+    return serve_folder(tmp_path, clock, store, "budgeted")
 
 
 def burst_queue(plane: ControlPlane) -> tuple[int, str, int]:
@@ -403,9 +394,7 @@ def test_a_restart_in_a_later_period_starts_it_where_it_began(tmp_path: Path) ->
     store = Store(f"sqlite:///{tmp_path / 'state.db'}")
     clock = SimClock()
     plane = budgeted(tmp_path, clock, store)
-    plane.submit(job("first", queue="prod"))
-    clock.run(until=0.5)
-    plane.submit(job("second"))
+    fill_the_idc_then_wait(plane, clock)
     clock.run(until=300.0)
     assert burst_queue(plane) == (10, "Closed", 1)
     plane.stop()
@@ -437,7 +426,7 @@ def test_the_api_shows_the_budget_and_the_pools_spend(tmp_path: Path) -> None:
     assert 'tidegate_pool_spend_total{pool="cloud-a100"} 1.0' in metrics
     assert "tidegate_budget_period_spent 1.0" in metrics
     (tmp_path / "plain").mkdir()
-    plain, _, _ = served(tmp_path / "plain")
+    plain, _ = served(tmp_path / "plain")
     assert TestClient(create_app(plain)).get("/budget").status_code == 404
     assert plane.store is not None
     plane.store.close()
@@ -445,18 +434,10 @@ def test_the_api_shows_the_budget_and_the_pools_spend(tmp_path: Path) -> None:
 
 def test_while_the_cloud_link_is_down_work_degrades_to_the_idc_and_comes_back_when_it_is_up(tmp_path: Path) -> None:
     (tmp_path / "fleet.yaml").write_text(FOLDER.replace("DEV_CAP", "16"))
-    paths = [str(tmp_path)]
     store = Store(f"sqlite:///{tmp_path / 'state.db'}")
 
-    def start(clock: SimClock) -> ControlPlane:
-        ms = load_manifests(paths)
-        fleet = served_fleet(paths, ms, None)
-        plane = ControlPlane.from_manifests(ms, clock, store, fleet.pools, fleet.hpas, fleet.burst, fleet.budget)
-        plane.start(clock, 1.0)
-        return plane
-
     clock = SimClock()
-    plane = start(clock)
+    plane = serve_folder(tmp_path, clock, store)
     plane.submit(job("first", queue="prod"))
     clock.run(until=0.5)
     plane.submit(job("second"))  # overflows at 120.5 s onto the cloud node that joined at 75 s
@@ -480,7 +461,7 @@ def test_while_the_cloud_link_is_down_work_degrades_to_the_idc_and_comes_back_wh
     assert cloud["nodes"] == ["cloud-a100-0"] and cloud["provisioning"] == 0
     plane.stop()
     clock = SimClock(start=1600.0)
-    again = start(clock)  # a restart keeps the link down until it is reported up
+    again = serve_folder(tmp_path, clock, store)  # a restart keeps the link down until it is reported up
     assert again.links_view()[0]["up"] is False
     clock.run(until=1700.0)
     assert again.jobs["default/third"].waiting
@@ -494,7 +475,7 @@ def test_while_the_cloud_link_is_down_work_degrades_to_the_idc_and_comes_back_wh
 
 
 def test_the_api_reports_and_sets_a_cloud_link(tmp_path: Path) -> None:
-    plane, _, _ = served(tmp_path)
+    plane, _ = served(tmp_path)
     api = TestClient(create_app(plane))
     assert api.get("/links").json() == [{"cluster": "aliyun", "up": True, "down_since": None, "reason": ""}]
     down = api.put("/links/aliyun", json={"up": False, "reason": "probe: no route"})
@@ -506,10 +487,8 @@ def test_the_api_reports_and_sets_a_cloud_link(tmp_path: Path) -> None:
 
 
 def test_a_busy_node_cordoned_by_scale_in_leaves_with_its_last_job(tmp_path: Path) -> None:
-    plane, clock, _ = served(tmp_path)
-    plane.submit(job("first", queue="prod"))
-    clock.run(until=0.5)
-    plane.submit(job("second"))
+    plane, clock = served(tmp_path)
+    fill_the_idc_then_wait(plane, clock)
     clock.run(until=200.0)
     assert node_of(plane, "default/second") == "cloud-a100-0"
     clock.run(until=900.0)  # nothing waits: after the 600 s window the HPA wants no node; a busy one is cordoned
@@ -522,21 +501,11 @@ def test_a_busy_node_cordoned_by_scale_in_leaves_with_its_last_job(tmp_path: Pat
 
 def test_a_spot_notice_cordons_the_node_the_hpa_replaces_it_and_its_jobs_restart_when_it_goes(tmp_path: Path) -> None:
     (tmp_path / "fleet.yaml").write_text(FOLDER.replace("DEV_CAP", "16"))
-    paths = [str(tmp_path)]
     store = Store(f"sqlite:///{tmp_path / 'state.db'}")
 
-    def start(clock: SimClock) -> ControlPlane:
-        ms = load_manifests(paths)
-        fleet = served_fleet(paths, ms, None)
-        plane = ControlPlane.from_manifests(ms, clock, store, fleet.pools, fleet.hpas, fleet.burst, fleet.budget)
-        plane.start(clock, 1.0)
-        return plane
-
     clock = SimClock()
-    plane = start(clock)
-    plane.submit(job("first", queue="prod"))
-    clock.run(until=0.5)
-    plane.submit(job("second"))
+    plane = serve_folder(tmp_path, clock, store)
+    fill_the_idc_then_wait(plane, clock)
     clock.run(until=200.0)
     assert node_of(plane, "default/second") == "cloud-a100-0"
     with pytest.raises(NotFound, match="node idc-a100-0 is not a node of a served cloud pool"):
@@ -550,7 +519,7 @@ def test_a_spot_notice_cordons_the_node_the_hpa_replaces_it_and_its_jobs_restart
     assert (view["schedulable"], view["interrupted_at"]) == (False, 500.0)
     plane.stop()
     clock = SimClock(start=300.0)
-    again = start(clock)  # a restart keeps the notice and its time
+    again = serve_folder(tmp_path, clock, store)  # a restart keeps the notice and its time
     assert again.notices == {"cloud-a100-0": 500.0}
     clock.run(until=499.0)  # the job runs on through the notice (its checkpoint is its own business)
     assert again.jobs["default/second"].phase is JobPhase.RUNNING and again.bill.nodes["cloud-a100"] == 1
@@ -566,10 +535,8 @@ def test_a_spot_notice_cordons_the_node_the_hpa_replaces_it_and_its_jobs_restart
 
 
 def test_the_api_takes_a_spot_notice(tmp_path: Path) -> None:
-    plane, clock, _ = served(tmp_path)
-    plane.submit(job("first", queue="prod"))
-    clock.run(until=0.5)
-    plane.submit(job("second"))
+    plane, clock = served(tmp_path)
+    fill_the_idc_then_wait(plane, clock)
     clock.run(until=200.0)
     api = TestClient(create_app(plane))
     answer = api.post("/nodes/cloud-a100-0/interruption", json={"notice_seconds": 30})
