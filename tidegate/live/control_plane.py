@@ -17,19 +17,20 @@ per call, before the call returns: a submission's text, each changed job's state
 patched queue's manifest, a deletion. Only what changed is written (a cycle that changes nothing writes
 nothing). `from_manifests` with a store that holds state restores it: see `ControlPlane._restore`.
 Every method is safe to call from any thread (one lock around them).
+
+Served a simulation folder, it also hosts the fleet (pools sized by their HPAs, burst, spot notices,
+links, the budget): `tidegate/live/fleet_host.py`. What the API shows is in `tidegate/live/views.py`.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import math
 import threading
 import uuid
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
-from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import yaml
@@ -37,15 +38,15 @@ import yaml
 from tidegate.autoscale.hpa import HPASpec
 from tidegate.clock import Callback, Clock, EventLoop, Timer
 from tidegate.fleet.budget import Budget
-from tidegate.fleet.burst import Burst, burstable
-from tidegate.fleet.pool import POOL_LABEL, Pool
+from tidegate.fleet.burst import Burst
+from tidegate.fleet.pool import Pool
 from tidegate.fleet.scaling import HPA_SYNC_SECONDS, CloudFleet, QueueTree
 from tidegate.fleet.spec import BudgetSpec
-from tidegate.fleet.spec import notice_seconds as notice_seconds_of
 from tidegate.lifecycle.policies import JobPolicy, Resolution, job_policy, verdict
 from tidegate.live.bill import Bill
-from tidegate.live.jobs import FINISHED, Conflict, JobPhase, LiveJob, NotFound
-from tidegate.live.queue_manifests import budgeted_manifest, merge_patch, parsed_queue, queue_manifest
+from tidegate.live.fleet_host import PRIORITY_FLEET, FleetHosting
+from tidegate.live.jobs import FINISHED, Conflict, JobPhase, LiveJob, Marked, NotFound
+from tidegate.live.queue_manifests import merge_patch, parsed_queue, queue_manifest
 from tidegate.live.views import PlaneViews
 from tidegate.model.errors import ManifestError, ManifestErrors, Source
 from tidegate.model.expand import BARE_POD_GROUP_PREFIX, workload_from
@@ -71,8 +72,6 @@ if TYPE_CHECKING:
     from tidegate.store.sql import Store
 
 _log = logging.getLogger(__name__)
-#: A spot node's notice when neither its pool nor its provider says (AWS's two-minute warning).
-DEFAULT_NOTICE_SECONDS = 120.0
 #: Volcano's schedulePeriod default.
 DEFAULT_PERIOD_SECONDS = 1.0
 #: Priority of the scheduling cycle among events due at the same time (after the API's changes).
@@ -117,17 +116,7 @@ class _Locked:
         return run
 
 
-class _Marked(dict[str, None]):
-    """Names marked changed, in the order first marked: jobs are written (and numbered) in submission order."""
-
-    def add(self, name: str) -> None:
-        self[name] = None
-
-    def discard(self, name: str) -> None:
-        self.pop(name, None)
-
-
-class ControlPlane(PlaneViews):
+class ControlPlane(PlaneViews, FleetHosting):
     """The live loop's state: nodes, queues, submitted jobs, and the scheduler that places them."""
 
     def __init__(
@@ -172,8 +161,8 @@ class ControlPlane(PlaneViews):
         #: What restoring from the store had to drop (e.g. a patch of a queue the folder no longer has).
         self.warnings: list[str] = []
         # Written to the store at the end of the current call (kept if the write fails, to retry).
-        self._dirty = _Marked()  # job keys; a key no longer in `jobs` is a deletion
-        self._dirty_queues = _Marked()
+        self._dirty = Marked()  # job keys; a key no longer in `jobs` is a deletion
+        self._dirty_queues = Marked()
         self._new_batches: list[Batch] = []
         self._saved_events: dict[str, int] = {}  # job key -> events already in the store
         self.burst = burst
@@ -188,7 +177,7 @@ class ControlPlane(PlaneViews):
         #: What each pool bills, and the fleet's scaling and budget events.
         self.bill = Bill(pools, clock.now())
         self.fleet_events: list[tuple[float, str]] = []
-        self._dirty_pools = _Marked()
+        self._dirty_pools = Marked()
         self.fleet = CloudFleet(pools, hpas, self.queues, self.core, self, _Locked(clock, self._lock, self._flush))
         kept = kept_pools or {}
         self.fleet.start(pool for pool in pools if pool.name not in kept)
@@ -279,75 +268,6 @@ class ControlPlane(PlaneViews):
                 budget.original = parsed_queue(merge_patch(original.raw or queue_manifest(original), patch))
                 budget.current = queue
             return queue
-
-    def spot_notice(self, node: str, notice_seconds: float | None = None) -> float:
-        """A provider's spot interruption notice for a cloud node, as its agent reports it
-        (`POST /nodes/<name>/interruption`); returns when the instance goes.
-
-        The node is cordoned and leaves the HPA's count (jobs waiting for room get a new node, not this
-        one); each job running there is told (an event) that its pods' preStop hooks should checkpoint. When the
-        notice runs out (`notice_seconds`, by default the pool's `interruption.noticeSeconds` or its
-        provider's: aws 120 s, gcp and azure 30 s, aliyun 300 s) the node is removed and its pods are
-        evicted: their jobs follow their lifecycle policies (RestartJob resumes from the checkpoint).
-        A second notice for the node changes nothing. Raises NotFound for a node of no cloud pool."""
-        with self._changing():
-            pool = self._pool_of(node)
-            if pool is None or not pool.is_cloud:
-                raise NotFound(f"node {node} is not a node of a served cloud pool")
-            if node in self.notices:
-                return self.notices[node]
-            if notice_seconds is None:
-                notice_seconds = notice_seconds_of(pool.spec, pool.cluster) or DEFAULT_NOTICE_SECONDS
-            now = self.clock.now()
-            self._notice(pool, node, now + notice_seconds)
-            stopping = sorted({self._pod_job[key] for key in self._node_pods.get(node, {})})
-            for key in stopping:
-                self.jobs[key].events.append((now, f"spot interruption notice for {node}: checkpoint now"))
-                self._dirty.add(key)
-            stopped = ", ".join(stopping) or "no jobs"
-            self._event(now, f"{pool.name}: spot notice for {node} ({notice_seconds:g} s); stopping {stopped}")
-            return self.notices[node]
-
-    def _notice(self, pool: Pool, node: str, goes_at: float) -> None:
-        """The node is cordoned, out of the HPA's count, and removed at `goes_at` (or now, if that has passed)."""
-        self.notices[node] = goes_at
-        if node not in pool.draining:
-            pool.draining.append(node)
-            self.core.set_schedulable(node, False)
-            self._dirty_pools.add(pool.name)
-        when = max(goes_at, self.clock.now())
-        self._notice_timers[node] = self.fleet.clock.call_at(when, partial(self._instance_gone, pool, node))
-
-    def _instance_gone(self, pool: Pool, node: str) -> None:
-        """The notice ran out: the provider takes the instance back."""
-        self._notice_timers.pop(node, None)
-        self.notices.pop(node, None)
-        if node in pool.nodes:
-            self._event(self.clock.now(), f"{pool.name}: {node} interrupted")
-            self.fleet.remove_node(pool, node)
-            self.sized(pool)
-
-    def set_link(self, cluster: str, up: bool, reason: str = "") -> None:
-        """A prober's or an operator's word on a cloud cluster's link to the IDC (`PUT /links/<cluster>`).
-
-        While it is down nothing new goes there, and work degrades to the IDC: the cluster's nodes are
-        cordoned (nodes joining meanwhile too), its pools do not grow, and once every cloud's link is down
-        no job overflows and burst jobs still waiting go back to the queue they were submitted to. Pods
-        running there run on (their agents report them). Raises NotFound for a cluster not served."""
-        with self._changing():
-            if cluster not in self._clouds():
-                raise NotFound(f"cloud cluster {cluster} is not served")
-            if up == (cluster not in self.links_down):
-                return  # no change (a link reported down again keeps the time it went down)
-            now = self.clock.now()
-            if up:
-                del self.links_down[cluster]
-            else:
-                self.links_down[cluster] = (now, reason)
-            self._cordon(cluster, not up)
-            self._event(now, f"link to {cluster}: {'up' if up else 'down'}{f' ({reason})' if reason else ''}")
-            if self._burst_cut_off():
-                self._send_home(now)
 
     def delete_job(self, key: str) -> None:
         """Forget a job: its pods leave their nodes at once (their agents stop them)."""
@@ -444,9 +364,9 @@ class ControlPlane(PlaneViews):
                     self.autoscale()
                 except Exception:  # as a cycle: logged, and the next sync runs on time
                     _log.exception("autoscaler sync failed")
-                self._autoscale_timer = clock.call_later(HPA_SYNC_SECONDS, sync, PRIORITY_CYCLE + 1)
+                self._autoscale_timer = clock.call_later(HPA_SYNC_SECONDS, sync, PRIORITY_FLEET)
 
-            self._autoscale_timer = clock.call_later(0.0, sync, PRIORITY_CYCLE + 1)
+            self._autoscale_timer = clock.call_later(0.0, sync, PRIORITY_FLEET)
         if self.budget is not None:
             self._run_budget(clock, self.budget)
 
@@ -457,51 +377,6 @@ class ControlPlane(PlaneViews):
                 timer.cancel()
         self._timer = self._autoscale_timer = None
         self._budget_timers = []
-
-    # -- the budget (tidegate/fleet/budget.py, the simulator's controller) ---------------------------------
-    def _run_budget(self, clock: EventLoop, budget: Budget) -> None:
-        """Each period starts on time (from `budget_origin`); the spend is checked every HPA sync."""
-
-        def next_period() -> None:
-            self._budget_step(lambda: budget.start_period(self.clock.now(), budget.period + 1))
-            self._budget_timers[0] = clock.call_at(self._period_start(budget, budget.period + 1), next_period, priority)
-
-        def check() -> None:
-            self._budget_step(lambda: budget.check(self.clock.now()))
-            self._budget_timers[1] = clock.call_later(HPA_SYNC_SECONDS, check, priority)
-
-        priority = PRIORITY_CYCLE + 1
-        self._budget_timers = [
-            clock.call_at(self._period_start(budget, budget.period + 1), next_period, priority),
-            clock.call_later(0.0, check, priority),
-        ]
-
-    def _budget_step(self, step: Callable[[], None]) -> None:
-        try:
-            with self._changing():
-                step()
-        except Exception:  # as a cycle: logged, and the budget's next step runs on time
-            _log.exception("budget step failed")
-
-    def _period_start(self, budget: Budget, index: int) -> float:
-        return self.budget_origin + index * budget.period_s
-
-    def _budget_apply(self, queue: Queue) -> None:
-        """A threshold's patch (or a new period's restore) of the budget's queue, as `PATCH /queues` makes it."""
-        assert self.budget is not None
-        current = self.queues[queue.name]
-        manifest = budgeted_manifest(current.raw or queue_manifest(current), queue)
-        self.budget.current = self._set_queue(queue.name, manifest, f"budget of queue {queue.name}")
-        self._dirty_queues.add(queue.name)
-
-    def _event(self, when: float, text: str) -> None:
-        """A scaling or budget event: logged, and the recent ones listed by `GET /pools` and `GET /budget`."""
-        _log.info("%s", text)
-        self.fleet_events.append((when, text))
-        del self.fleet_events[:-1000]
-
-    def _cap(self, max_replicas: int | None) -> str:
-        return self.fleet.cap(max_replicas, self.queues)
 
     def _controllers(self) -> dict[str, dict[str, Any]]:
         """What the store keeps of the controllers: the budget's period and its queue's own spec, the links
@@ -515,22 +390,6 @@ class ControlPlane(PlaneViews):
             original = budget.original.raw or queue_manifest(budget.original)
             states["budget"] = budget.state() | {"origin": self.budget_origin, "original": original}
         return states
-
-    def _resume_budget(self, state: Mapping[str, Any] | None) -> None:
-        """Go on with the kept period, or start the one a restart falls in (restoring the queue's own spec)."""
-        budget = self.budget
-        if budget is None or state is None:
-            return
-        self.budget_origin = float(state["origin"])
-        budget.original = parsed_queue(state["original"])
-        budget.current = self.queues[budget.spec.queue]
-        now = self.clock.now()
-        index = max(math.floor((now - self.budget_origin) / budget.period_s), int(state["period"]))
-        if index == int(state["period"]):
-            budget.resume(dict(state), budget.current)
-        else:  # the nodes billed now ran through the downtime: the period's spend counts from its start
-            budget.changes = int(state["changes"])
-            budget.start_period(self._period_start(budget, index), index)
 
     # -- internals ----------------------------------------------------------------------------------
     @contextmanager
@@ -730,7 +589,7 @@ class ControlPlane(PlaneViews):
         job.pods = [_restored_pod(pod, pods.get(pod.key)) for pod in job.template]
         if state.queue and state.queue != job.group.queue:
             if state.queue in self.queues:
-                _move(job, state.queue)
+                job.overflow_to(state.queue)
             else:
                 self.warnings.append(
                     f"job {job.key} had overflowed to queue {state.queue}, which the folder no longer has: "
@@ -771,20 +630,6 @@ class ControlPlane(PlaneViews):
                 if not pods:
                     self._drained(pod.node_name)
 
-    def _drained(self, node: str) -> None:
-        """A node cordoned for scale-in leaves once its last pod has gone (its billing stops). A node under
-        a spot notice waits for the provider; a node being removed is not removed twice."""
-        pool = self._pool_of(node)
-        if pool is None or node in self._leaving_now or node in self.notices:
-            return
-        if node in pool.draining and node in pool.nodes:
-            self.fleet.remove_node(pool, node)
-            self.sized(pool)
-
-    def _pool_of(self, node: str) -> Pool | None:
-        served = self.nodes.get(node)
-        return None if served is None else self.fleet.pools.get(served.labels.get(POOL_LABEL, ""))
-
     def _apply_policy(self, job: LiveJob, pod: Pod, event: JobEvent, what: str, now: float) -> None:
         """What Volcano's job controller does for the event on one of the job's pods."""
         decided = verdict(job.policies.get(pod.task) or job.policies[""], event, job.retries)
@@ -810,109 +655,6 @@ class ControlPlane(PlaneViews):
         job.phase, job.reason, job.queued_since = JobPhase.PENDING, why, now
         job.events.append((now, "restarted"))
         self._dirty.add(job.key)
-
-    def _clouds(self) -> set[str]:
-        return {pool.cluster_name for pool in self.fleet.pools.values() if pool.is_cloud}
-
-    def _burst_cut_off(self) -> bool:
-        """Every cloud's link is down: nothing can burst."""
-        clouds = self._clouds()
-        return bool(clouds) and clouds <= self.links_down.keys()
-
-    def _cordon(self, cluster: str, cordoned: bool) -> None:
-        """The cluster's nodes (but those cordoned for scale-in, which stay so) take new pods or not."""
-        for pool in self.fleet.pools.values():
-            if pool.cluster_name == cluster:
-                for node in pool.nodes:
-                    if node not in pool.draining:
-                        self.core.set_schedulable(node, not cordoned)
-
-    def _send_home(self, now: float) -> None:
-        """Burst jobs still waiting, with no pod running, go back to the queue they were submitted to."""
-        if self.burst is None:
-            return
-        for job in self.jobs.values():
-            home = job.home[0]
-            if job.waiting and job.group.queue == self.burst.queue and home != self.burst.queue:
-                if any(pod.node_name for pod in job.pods):
-                    continue  # part of its gang runs on: it keeps its queue
-                self.core.remove_group(job.key)
-                _move_home(job)
-                self.core.add_group(job.group, list(job.pods))
-                job.events.append((now, f"back from {self.burst.queue} to {home}: the cloud is cut off"))
-                self._dirty.add(job.key)
-
-    def _resume_links(self, down: Mapping[str, Sequence[Any]]) -> None:
-        """The links that were down when the store was written stay down until reported up."""
-        for cluster, (since, reason) in down.items():
-            if cluster in self._clouds():
-                self.links_down[cluster] = (float(since), str(reason))
-                self._cordon(cluster, True)
-
-    def _resume_notices(self, notices: Mapping[str, float]) -> None:
-        """Nodes under a spot notice when the store was written go when it said (at once if that has passed)."""
-        for node, goes_at in notices.items():
-            pool = self._pool_of(node)
-            if pool is not None and node in pool.nodes:
-                self._notice(pool, node, float(goes_at))
-
-    def _overflow(self, burst: Burst, now: float) -> None:
-        """Waiting jobs that waited long enough, or whose queue is at capability, move to the burst queue
-        (none while every cloud's link is down)."""
-        if self._burst_cut_off():
-            return
-        for key in list(self.core.waiting):
-            job = self.jobs[key]
-            home = job.group.queue
-            if not job.waiting or not burst.moves(home, job.pods, now - job.queued_since, job.reason):
-                continue
-            self.core.remove_group(key)
-            _move(job, burst.queue)
-            self.core.add_group(job.group, list(job.pods))
-            job.events.append((now, f"overflowed from {home} to {burst.queue}"))
-            self._dirty.add(key)
-
-    # -- the fleet's host (tidegate/fleet/scaling.py) ---------------------------------------------------
-    def node_ready(self, pool: Pool, node: Node) -> None:
-        self.nodes[node.name] = node
-        self._node_pods[node.name] = {}
-        if pool.cluster_name in self.links_down:
-            self.core.set_schedulable(node.name, False)  # joins cordoned while its cloud is cut off
-
-    def evict_node(self, pool: Pool, node: str) -> None:
-        now = self.clock.now()
-        self._leaving_now.add(node)
-        for pod in list(self._node_pods.get(node, {}).values()):
-            job = self.jobs.get(self._pod_job.get(pod.key, ""))
-            if job is not None and job.phase is JobPhase.RUNNING:
-                self._apply_policy(job, pod, JobEvent.POD_EVICTED, f"pod {pod.key} evicted: node {node} removed", now)
-        self._leaving_now.discard(node)
-        self.nodes.pop(node, None)
-        self._node_pods.pop(node, None)
-        if self.notices.pop(node, None) is not None:
-            self._notice_timers.pop(node).cancel()
-
-    def busy(self, node: str) -> int:
-        return len({self._pod_job[key] for key in self._node_pods.get(node, {})})
-
-    def leaving(self, node: str) -> bool:
-        return node in self.notices  # it goes whatever the autoscaler wants
-
-    def may_grow(self, pool: Pool) -> bool:
-        return pool.cluster_name not in self.links_down  # no new cloud capacity while cut off
-
-    def billed(self, pool: Pool, change: int) -> None:
-        self.bill.change(pool.name, change, self.clock.now())
-        self._dirty_pools.add(pool.name)
-
-    def sized(self, pool: Pool) -> None:
-        self._dirty_pools.add(pool.name)  # kept in the store, so a restart has the same nodes
-
-    def record(self, text: str) -> None:
-        self._event(self.clock.now(), text)
-
-    def want_cycle(self) -> None:
-        pass  # a cycle runs every period anyway
 
     def _end(self, job: LiveJob, phase: JobPhase, why: str, now: float) -> None:
         """The job is over: pods still pending or running are stopped (shown Failed), its share freed."""
@@ -959,21 +701,6 @@ def _state(job: LiveJob) -> JobState:
         pods,
         job.group.queue,
     )
-
-
-def _move(job: LiveJob, queue: str) -> None:
-    """The job goes to the burst queue: its pods, pending or running, tolerate the cloud nodes' taint."""
-    job.group = replace(job.group, queue=queue)
-    job.template = tuple(burstable(pod) for pod in job.template)
-    job.pods = [burstable(pod) for pod in job.pods]
-
-
-def _move_home(job: LiveJob) -> None:
-    """A waiting job goes back to the queue and pods it was submitted with."""
-    queue, template = job.home
-    job.group = replace(job.group, queue=queue)
-    job.template = template
-    job.pods = list(template)
 
 
 def _restored_pod(pod: Pod, state: PodState | None) -> Pod:

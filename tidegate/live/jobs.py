@@ -1,11 +1,13 @@
-"""The live control plane's jobs as the API shows them, and the errors its calls raise."""
+"""The live control plane's jobs as the API shows them, the errors its calls raise, and the marks of what
+changed since the store was last written."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
+from tidegate.fleet.burst import burstable
 from tidegate.lifecycle.policies import JobPolicy
 from tidegate.model.objects import Pod, PodGroup
 from tidegate.model.resources import Resources
@@ -62,6 +64,19 @@ class LiveJob:
     def waiting(self) -> bool:
         return self.phase in (JobPhase.PENDING, JobPhase.INQUEUE)
 
+    def overflow_to(self, queue: str) -> None:
+        """The job goes to the burst queue: its pods, pending or running, tolerate the cloud nodes' taint."""
+        self.group = replace(self.group, queue=queue)
+        self.template = tuple(burstable(pod) for pod in self.template)
+        self.pods = [burstable(pod) for pod in self.pods]
+
+    def back_home(self) -> None:
+        """A waiting job goes back to the queue and pods it was submitted with."""
+        queue, template = self.home
+        self.group = replace(self.group, queue=queue)
+        self.template = template
+        self.pods = list(template)
+
 
 @dataclass(slots=True)
 class QueueMetrics:
@@ -73,3 +88,13 @@ class QueueMetrics:
     pending: int = 0
     running: int = 0
     allocated: Resources = field(default_factory=Resources)
+
+
+class Marked(dict[str, None]):
+    """Names marked changed, in the order first marked: jobs are written (and numbered) in submission order."""
+
+    def add(self, name: str) -> None:
+        self[name] = None
+
+    def discard(self, name: str) -> None:
+        self.pop(name, None)
