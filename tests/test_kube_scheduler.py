@@ -352,3 +352,26 @@ def test_a_quiet_cluster_still_bursts_a_group_once_its_wait_is_over() -> None:
     assert scheduler.quiet_cycles == 1 and scheduler.overflowed == {}
     scheduler.step(600.0)  # the wait is over: not left out
     assert scheduler.overflowed == {"default/g": "default"}
+
+
+def test_a_pod_asking_for_a_resource_no_node_offers_waits_until_one_does() -> None:
+    cpu_only = """
+apiVersion: v1
+kind: Node
+metadata: {name: cpu-0}
+status: {allocatable: {cpu: "32", memory: 256Gi, pods: "110"}}
+---
+apiVersion: scheduling.volcano.sh/v1beta1
+kind: Queue
+metadata: {name: default}
+spec: {weight: 1}
+"""
+    api = FakeApi(cpu_only + "---" + group("train", 1) + "---" + pod("w0", 2, "train"))
+    scheduler = ClusterScheduler(api)
+    scheduler.step(0.0)  # no column for nvidia.com/gpu when the scheduler started: the pod waits, no crash
+    assert api.binds == []
+    ((name, phase, message),) = api.statuses
+    assert name == "train" and phase in ("Pending", "Inqueue") and message
+    api.add(CLUSTER.split("---")[0])  # a GPU node joins
+    scheduler.step(1.0)
+    assert api.binds == [("w0", "idc-0", "0,1")]

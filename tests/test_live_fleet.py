@@ -543,3 +543,16 @@ def test_the_api_takes_a_spot_notice(tmp_path: Path) -> None:
     assert answer.status_code == 200 and answer.json() == {"node": "cloud-a100-0", "goes_at": 230.0}
     assert api.post("/nodes/idc-a100-0/interruption").status_code == 404
     assert api.post("/nodes/cloud-a100-0/interruption", json={"notice_seconds": -1}).status_code == 422
+
+
+def test_jobs_may_ask_for_what_the_pools_offer_though_no_queue_names_it(tmp_path: Path) -> None:
+    no_gpu_in_queues = FOLDER.replace('capability: {nvidia.com/gpu: "DEV_CAP"}', "").replace(
+        ', capability: {nvidia.com/gpu: "16"}', ""
+    )
+    assert "capability" not in no_gpu_in_queues
+    (tmp_path / "fleet.yaml").write_text(no_gpu_in_queues)
+    clock = SimClock()
+    plane = serve_folder(tmp_path, clock)
+    assert plane.submit(job("first", queue="prod")) == ["default/first"]
+    clock.run(until=0.5)
+    assert node_of(plane, "default/first") == "idc-a100-0"

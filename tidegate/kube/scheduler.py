@@ -135,9 +135,13 @@ class ClusterScheduler:
         ours = [pod for pod in ms.pods if pod.scheduler_name == self.scheduler_name]
         nodes = _with_others_taken(ms.nodes, [pod for pod in ms.pods if pod.scheduler_name != self.scheduler_name])
         queues = {queue.name: queue for queue in ms.queues}
+        asked = {name for pod in ours for name in pod.requests}
         core = self.core
-        if core is None or queues.keys() != self._queues.keys():  # a queue added or removed: start afresh
-            core = self.core = OnlineScheduler(nodes, list(queues.values()), self.config)
+        # start afresh when a queue was added or removed, or a pod asks for a resource the scheduler has no
+        # column for (none of its nodes offered it when it started: such a pod waits, it does not fail a cycle)
+        if core is None or queues.keys() != self._queues.keys() or not asked <= core.ssn.index.col.keys():
+            known = set(core.ssn.index.col) if core is not None else set()
+            core = self.core = OnlineScheduler(nodes, list(queues.values()), self.config, resources=asked | known)
             self._queues, self._nodes, self._groups = queues, {n.name: n for n in nodes}, {}
         else:
             for name, queue in queues.items():

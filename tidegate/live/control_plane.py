@@ -147,7 +147,8 @@ class ControlPlane(PlaneViews, FleetHosting):
         self.nodes = {node.name: node for node in nodes}
         self.queues = {queue.name: queue for queue in queues}
         self.priority_classes = list(priority_classes)
-        self.core = OnlineScheduler(nodes, queues, self.config, report_waiting=False)
+        offered = {name for pool in pools for name in pool.node(pool.name).allocatable}  # nodes still to come
+        self.core = OnlineScheduler(nodes, queues, self.config, resources=offered, report_waiting=False)
         self.jobs: dict[str, LiveJob] = {}
         self._pod_job: dict[str, str] = {}  # pod key -> job key
         self._node_pods: dict[str, dict[str, Pod]] = {name: {} for name in self.nodes}

@@ -1,0 +1,166 @@
+"""Properties of `tidegate kube` under random sequences of what happens in a cluster (hypothesis), against
+the in-memory API server of test_kube_scheduler.py: PodGroups and pods created, pods finishing, groups
+deleted, nodes added, relabelled, cordoned and removed, pods of other schedulers bound, the scheduler
+restarted (a new process reading the cluster back), and scheduling periods. After each period:
+
+- no node holds more GPUs than it has, counting every running pod (ours and other schedulers');
+- gangs are whole: a PodGroup has none of its pods bound by us, or at least minMember;
+- tidegate binds only its own pods, to nodes that exist and that they tolerate, each pod once;
+- a PodGroup marked Running has its gang bound.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from test_kube_scheduler import FakeApi, group, pod
+
+from tidegate.kube.scheduler import ClusterScheduler
+
+QUEUE = """
+apiVersion: scheduling.volcano.sh/v1beta1
+kind: Queue
+metadata: {name: default}
+spec: {weight: 1}
+"""
+TOLERATE = "tolerations: [{key: cloud.provider, operator: Exists, effect: NoSchedule}]"
+
+operation = st.one_of(
+    st.tuples(st.just("gang"), st.integers(1, 3), st.sampled_from([1, 2, 4, 8]), st.booleans()),
+    st.tuples(st.just("finish"), st.integers(0, 99)),
+    st.tuples(st.just("delete"), st.integers(0, 99)),
+    st.tuples(st.just("node"), st.booleans()),
+    st.tuples(st.just("relabel"), st.integers(0, 9)),
+    st.tuples(st.just("cordon"), st.integers(0, 9), st.booleans()),
+    st.tuples(st.just("remove"), st.integers(0, 9)),
+    st.tuples(st.just("theirs"), st.integers(0, 9), st.sampled_from([1, 2])),
+    st.tuples(st.just("restart")),
+    st.tuples(st.just("step")),
+)
+
+
+def node(name: str, cloud: bool) -> dict[str, Any]:
+    kind = "cloud-spot" if cloud else "idc"
+    doc: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": {"volcano.sh/node-type": kind}},
+        "spec": {},
+        "status": {"allocatable": {"cpu": "32", "memory": "256Gi", "nvidia.com/gpu": "8", "pods": "110"}},
+    }
+    if cloud:
+        doc["spec"]["taints"] = [{"key": "cloud.provider", "value": "aliyun", "effect": "NoSchedule"}]
+    return doc
+
+
+class Cluster:
+    def __init__(self) -> None:
+        self.api = FakeApi(QUEUE)
+        self.api.docs += [node("n0", False), node("n1", True)]
+        self.made = 0
+        self.scheduler = ClusterScheduler(self.api)
+        #: Pods tidegate bound, and to which node (each must be bound once).
+        self.bound: Counter[str] = Counter()
+
+    def objects(self, kind: str) -> list[dict[str, Any]]:
+        return [d for d in self.api.docs if d["kind"] == kind]
+
+    def do(self, op: tuple[Any, ...]) -> None:
+        kind = op[0]
+        nodes = self.objects("Node")
+        ours = [d for d in self.objects("Pod") if d["spec"].get("schedulerName") == "volcano"]
+        if kind == "gang":
+            _, members, gpus, tolerant = op
+            self.made += 1
+            name = f"g{self.made}"
+            docs = group(name, members) + "".join(
+                "---" + pod(f"{name}-{i}", gpus, name, extra=TOLERATE if tolerant else "") for i in range(members)
+            )
+            self.api.add(docs)
+        elif kind == "finish":
+            running = [d for d in ours if d["spec"].get("nodeName") and d["status"]["phase"] != "Succeeded"]
+            if running:
+                running[op[1] % len(running)]["status"]["phase"] = "Succeeded"
+        elif kind == "delete":
+            groups = self.objects("PodGroup")
+            if groups:
+                name = groups[op[1] % len(groups)]["metadata"]["name"]
+                self.api.docs = [d for d in self.api.docs if not _of_group(d, name)]
+        elif kind == "node":
+            self.made += 1
+            self.api.docs.append(node(f"node-{self.made}", op[1]))
+        elif kind == "relabel" and nodes:
+            nodes[op[1] % len(nodes)]["metadata"]["labels"]["rack"] = str(op[1])
+        elif kind == "cordon" and nodes:
+            nodes[op[1] % len(nodes)]["spec"]["unschedulable"] = op[2]
+        elif kind == "remove" and nodes:
+            gone = nodes[op[1] % len(nodes)]["metadata"]["name"]
+            # as the node controller would: the node goes, and its pods with it
+            self.api.docs = [d for d in self.api.docs if not _on(d, gone) and d is not nodes[op[1] % len(nodes)]]
+        elif kind == "theirs" and nodes:
+            target = nodes[op[1] % len(nodes)]["metadata"]["name"]
+            free = 8_000 - _used(self.api.docs, target)
+            if free >= op[2] * 1000:
+                self.made += 1
+                self.api.add(pod(f"t{self.made}", op[2], scheduler="default-scheduler", node=target))
+                self.objects("Pod")[-1]["status"]["phase"] = "Running"
+        elif kind == "restart":
+            self.scheduler = ClusterScheduler(self.api)
+        before = len(self.api.binds)
+        self.scheduler.step(float(self.made))
+        for pod_name, node_name, _ in self.api.binds[before:]:
+            self.bound[pod_name] += 1
+            assert any(n["metadata"]["name"] == node_name for n in self.objects("Node")), f"{pod_name} on {node_name}"
+
+    def check(self) -> None:
+        assert max(self.bound.values(), default=1) == 1, f"bound twice: {self.bound.most_common(1)}"
+        for n in self.objects("Node"):
+            name = n["metadata"]["name"]
+            assert _used(self.api.docs, name) <= 8_000, f"{name} over-committed"
+        for g in self.objects("PodGroup"):
+            name, members = g["metadata"]["name"], g["spec"]["minMember"]
+            pods = [d for d in self.objects("Pod") if _of_group(d, name) and d["kind"] == "Pod"]
+            ours = [d for d in pods if d["metadata"]["name"] in self.bound]
+            assert not ours or len(ours) >= members or len(pods) < members, f"gang {name} partly bound"
+            if g.get("status", {}).get("phase") == "Running":
+                assert len([d for d in pods if d["spec"].get("nodeName")]) >= min(members, len(pods)), name
+        for d in self.objects("Pod"):
+            bound_to = d["spec"].get("nodeName")
+            if d["metadata"]["name"] in self.bound and bound_to:
+                target = next(n for n in self.objects("Node") if n["metadata"]["name"] == bound_to)
+                if target["spec"].get("taints"):
+                    assert "tolerations" in d["spec"], f"{d['metadata']['name']} on tainted {bound_to}"
+
+
+def _of_group(doc: dict[str, Any], name: str) -> bool:
+    meta = doc["metadata"]
+    if doc["kind"] == "PodGroup":
+        return bool(meta["name"] == name)
+    return doc["kind"] == "Pod" and (meta.get("annotations") or {}).get("scheduling.k8s.io/group-name") == name
+
+
+def _on(doc: dict[str, Any], node_name: str) -> bool:
+    return doc["kind"] == "Pod" and doc["spec"].get("nodeName") == node_name
+
+
+def _used(docs: list[dict[str, Any]], node_name: str) -> int:
+    """GPUs (canonical thousandths) the node's running pods hold."""
+    total = 0
+    for doc in docs:
+        if _on(doc, node_name) and doc["status"]["phase"] not in ("Succeeded", "Failed"):
+            requests = doc["spec"]["containers"][0]["resources"]["requests"]
+            total += int(float(yaml.safe_load(str(requests.get("nvidia.com/gpu", "0")))) * 1000)
+    return total
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(operation, min_size=1, max_size=30))
+def test_what_tidegate_kube_binds_holds_under_any_sequence_of_events(operations: list[tuple[Any, ...]]) -> None:
+    cluster = Cluster()
+    for op in operations:
+        cluster.do(op)
+        cluster.check()
