@@ -1,0 +1,183 @@
+"""The long-lived `OnlineScheduler` decides exactly as a fresh `schedule(snapshot)` of the same state, cycle
+after cycle, under random histories (hypothesis): nodes joining, leaving and cordoned, gangs arriving
+pending or already running on a node (as a restarted control plane hands them over), gangs finishing,
+queues re-weighted, in any order between cycles. `SnapshotCore` is the reference: the pure scheduler over
+a snapshot rebuilt from scratch every cycle.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, event, example, given, settings, target
+from hypothesis import strategies as st
+from scheduler_builders import PROPORTION, conf, job, node, queue
+
+from tidegate.model.objects import PodGroup, PodGroupPhase, SchedulerConfiguration
+from tidegate.scheduler.online import OnlineScheduler
+from tidegate.sim.core import SnapshotCore
+from tidegate.sim.run import WORKLOAD_RESOURCES
+
+CARDS = 8
+CARD_MIB = 40_960
+#: Reclaim between queues and preemption by priority too: evicted gangs restart pending, as an engine does.
+RECLAIMING = conf(
+    "enqueue, allocate, reclaim, preempt, backfill",
+    "priority, gang",
+    "drf, predicates, proportion, nodeorder, binpack, gpushare",
+)
+
+#: Queue a fills two nodes, then b's gang reclaims one, then a high-priority gang of a comes (pipelined).
+FILL_THEN_RECLAIM = [
+    ("node", True),
+    ("gang", "a", 1, 8, 0),
+    ("cycle",),
+    ("gang", "a", 1, 8, 0),
+    ("node", True),
+    ("cycle",),
+    ("gang", "b", 1, 8, 0),
+    ("cycle",),
+    ("cycle",),
+    ("gang", "a", 1, 8, 10),
+    ("cycle",),
+    ("cycle",),
+]
+gang = st.tuples(
+    st.just("gang"),
+    st.sampled_from(["a", "b"]),
+    st.integers(1, 3),
+    st.sampled_from([1, 2, 4, 8, "slice"]),
+    st.sampled_from([0, 10]),
+)
+cycle = st.tuples(st.just("cycle"))
+operation = st.one_of(  # gangs and cycles three times as often as the rest: clusters fill up, queues compete
+    gang,
+    gang,
+    gang,
+    cycle,
+    cycle,
+    cycle,
+    st.tuples(st.just("node"), st.booleans()),
+    st.tuples(st.just("remove"), st.integers(0, 20)),
+    st.tuples(st.just("cordon"), st.integers(0, 20), st.booleans()),
+    st.tuples(st.just("running"), st.sampled_from(["a", "b"]), st.integers(0, 20), st.sampled_from([1, 2, 4])),
+    st.tuples(st.just("finish"), st.integers(0, 50)),
+    st.tuples(st.just("weight"), st.sampled_from(["a", "b"]), st.integers(1, 5)),
+)
+
+
+class Twins:
+    """The same history applied to both cores; `cycle` compares what they decide."""
+
+    def __init__(self, config: SchedulerConfiguration) -> None:
+        queues = [queue("a"), queue("b")]
+        self.online = OnlineScheduler([], queues, config, resources=WORKLOAD_RESOURCES)
+        self.reference = SnapshotCore(queues, config)
+        #: Each pending gang as it arrived (an evicted one comes back so).
+        self.arrived: dict[str, tuple[PodGroup, list[Any]]] = {}
+        self.queues = {q.name: q for q in queues}
+        self.nodes: list[str] = []
+        self.cards: dict[str, set[int]] = {}  # node -> cards held by running pods
+        self.groups: dict[str, list[tuple[str, tuple[int, ...]]]] = {}  # group key -> its pods' (node, cards)
+        self.made = 0
+        self.now = 0.0
+        self.evicted = 0
+
+    def both(self, method: str, *args: Any) -> None:
+        getattr(self.online, method)(*args)
+        getattr(self.reference, method)(*args)
+
+    def do(self, op: tuple[Any, ...]) -> None:
+        kind = op[0]
+        if kind == "node":
+            self.made += 1
+            name = f"n{self.made}"
+            self.nodes.append(name)
+            self.cards[name] = set()
+            labels = {"rack": "r1" if op[1] else "r2"}
+            self.both("add_nodes", [node(name, cpu=64, gpus=CARDS, gpu_mem_mib=CARD_MIB, labels=labels)])
+        elif kind == "remove" and self.nodes:
+            name = self.nodes.pop(op[1] % len(self.nodes))
+            for key in [k for k, pods in self.groups.items() if any(n == name for n, _ in pods)]:
+                self._finish(key)  # as a control plane would first: its jobs end (or restart elsewhere)
+            self.both("remove_nodes", [name])
+            del self.cards[name]
+        elif kind == "cordon" and self.nodes:
+            self.both("set_schedulable", self.nodes[op[1] % len(self.nodes)], op[2])
+        elif kind == "gang":
+            _, queue_name, replicas, gpus, priority = op
+            self.made += 1
+            ask = {"cpu": 1, "volcano.sh/gpu-memory": 10_240} if gpus == "slice" else {"cpu": 1, "nvidia.com/gpu": gpus}
+            gang = job(f"g{self.made}", queue_name, replicas, ask, priority=priority, created=self.now)
+            self.both("add_group", gang.group, gang.pods)
+            self.groups[gang.group.key] = []
+            self.arrived[gang.group.key] = (gang.group, gang.pods)
+        elif kind == "running" and self.nodes:
+            _, queue_name, index, gpus = op
+            name = self.nodes[index % len(self.nodes)]
+            free = [c for c in range(CARDS) if c not in self.cards[name]]
+            if len(free) < gpus:
+                return
+            cards = tuple(free[:gpus])
+            self.made += 1
+            gang = job(
+                f"r{self.made}",
+                queue_name,
+                1,
+                {"cpu": 1, "nvidia.com/gpu": gpus},
+                phase=PodGroupPhase.RUNNING,
+                running_on=[name],
+                gpu_indices=[cards],
+                created=self.now,
+            )
+            self.both("add_group", gang.group, gang.pods)
+            self.cards[name].update(cards)
+            self.groups[gang.group.key] = [(name, cards)]
+            pending = job(f"r{self.made}", queue_name, 1, {"cpu": 1, "nvidia.com/gpu": gpus}, created=self.now)
+            self.arrived[gang.group.key] = (pending.group, pending.pods)
+        elif kind == "finish" and self.groups:
+            self._finish(sorted(self.groups)[op[1] % len(self.groups)])
+        elif kind == "weight":
+            self.queues[op[1]] = dataclasses.replace(self.queues[op[1]], weight=op[2])
+            self.both("set_queue", self.queues[op[1]])
+        elif kind == "cycle":
+            self.cycle()
+
+    def _finish(self, key: str) -> None:
+        for name, cards in self.groups.pop(key):
+            self.cards[name].difference_update(cards)
+        self.both("remove_group", key)
+
+    def cycle(self) -> None:
+        self.now += 1.0
+        online, reference = self.online.cycle(self.now), self.reference.cycle(self.now)
+        assert sorted(map(repr, online.binds)) == sorted(map(repr, reference.binds))
+        assert sorted(map(repr, online.evictions)) == sorted(map(repr, reference.evictions))
+        assert sorted(map(repr, online.pipelined)) == sorted(map(repr, reference.pipelined))
+        for bind in reference.binds:
+            self.groups[bind.pod.rsplit("-", 1)[0]].append((bind.node, bind.gpu_indices))
+            self.cards[bind.node].update(bind.gpu_indices)
+        if reference.evictions:
+            event("evicted")
+            self.evicted += len(reference.evictions)
+        for key in sorted({eviction.pod.rsplit("-", 1)[0] for eviction in reference.evictions}):
+            self._finish(key)  # the evicted gang restarts: pending again, as it arrived
+            group, pods = self.arrived[key]
+            self.both("add_group", group, pods)
+            self.groups[key] = []
+
+
+@pytest.mark.parametrize("config", [PROPORTION, RECLAIMING], ids=["allocate", "reclaim-preempt"])
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(operation, min_size=1, max_size=40))
+@example(FILL_THEN_RECLAIM)
+def test_the_online_scheduler_decides_as_a_fresh_snapshot_under_any_history(
+    config: SchedulerConfiguration, operations: list[tuple[Any, ...]]
+) -> None:
+    twins = Twins(config)
+    for op in operations:
+        twins.do(op)
+    twins.cycle()
+    target(float(twins.evicted))  # steer towards histories that reclaim and preempt
