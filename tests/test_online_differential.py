@@ -1,7 +1,8 @@
 """The long-lived `OnlineScheduler` decides exactly as a fresh `schedule(snapshot)` of the same state, cycle
-after cycle, under random histories (hypothesis): nodes joining, leaving and cordoned, gangs arriving
-pending or already running on a node (as a restarted control plane hands them over), gangs finishing,
-queues re-weighted, in any order between cycles. `SnapshotCore` is the reference: the pure scheduler over
+after cycle, under random histories (hypothesis): nodes joining (some tainted as cloud nodes), leaving
+and cordoned, gangs arriving pending or already running on a node (as a restarted control plane hands
+them over; whole GPUs or GPU slices, tolerating the cloud or pinned to a rack), gangs finishing, queues
+re-weighted and capped, in any order between cycles. `SnapshotCore` is the reference: the pure scheduler over
 a snapshot rebuilt from scratch every cycle.
 """
 
@@ -13,7 +14,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, event, example, given, settings, target
 from hypothesis import strategies as st
-from scheduler_builders import PROPORTION, conf, job, node, queue
+from scheduler_builders import CLOUD_TAINT, PROPORTION, TOLERATE_CLOUD, conf, job, node, queue, res
 
 from tidegate.model.objects import PodGroup, PodGroupPhase, SchedulerConfiguration
 from tidegate.scheduler.online import OnlineScheduler
@@ -31,16 +32,16 @@ RECLAIMING = conf(
 
 #: Queue a fills two nodes, then b's gang reclaims one, then a high-priority gang of a comes (pipelined).
 FILL_THEN_RECLAIM = [
-    ("node", True),
-    ("gang", "a", 1, 8, 0),
+    ("node", True, False),
+    ("gang", "a", 1, 8, 0, ""),
     ("cycle",),
-    ("gang", "a", 1, 8, 0),
-    ("node", True),
+    ("gang", "a", 1, 8, 0, ""),
+    ("node", True, False),
     ("cycle",),
-    ("gang", "b", 1, 8, 0),
+    ("gang", "b", 1, 8, 0, ""),
     ("cycle",),
     ("cycle",),
-    ("gang", "a", 1, 8, 10),
+    ("gang", "a", 1, 8, 10, ""),
     ("cycle",),
     ("cycle",),
 ]
@@ -50,6 +51,7 @@ gang = st.tuples(
     st.integers(1, 3),
     st.sampled_from([1, 2, 4, 8, "slice"]),
     st.sampled_from([0, 10]),
+    st.sampled_from(["", "tolerates-cloud", "rack-r1"]),
 )
 cycle = st.tuples(st.just("cycle"))
 operation = st.one_of(  # gangs and cycles three times as often as the rest: clusters fill up, queues compete
@@ -59,7 +61,8 @@ operation = st.one_of(  # gangs and cycles three times as often as the rest: clu
     cycle,
     cycle,
     cycle,
-    st.tuples(st.just("node"), st.booleans()),
+    st.tuples(st.just("node"), st.booleans(), st.booleans()),
+    st.tuples(st.just("capability"), st.sampled_from(["a", "b"]), st.sampled_from([None, 4, 8, 16])),
     st.tuples(st.just("remove"), st.integers(0, 20)),
     st.tuples(st.just("cordon"), st.integers(0, 20), st.booleans()),
     st.tuples(st.just("running"), st.sampled_from(["a", "b"]), st.integers(0, 20), st.sampled_from([1, 2, 4])),
@@ -97,7 +100,9 @@ class Twins:
             self.nodes.append(name)
             self.cards[name] = set()
             labels = {"rack": "r1" if op[1] else "r2"}
-            self.both("add_nodes", [node(name, cpu=64, gpus=CARDS, gpu_mem_mib=CARD_MIB, labels=labels)])
+            taints = [CLOUD_TAINT] if op[2] else []
+            made = node(name, cpu=64, gpus=CARDS, gpu_mem_mib=CARD_MIB, labels=labels, taints=taints)
+            self.both("add_nodes", [made])
         elif kind == "remove" and self.nodes:
             name = self.nodes.pop(op[1] % len(self.nodes))
             for key in [k for k, pods in self.groups.items() if any(n == name for n, _ in pods)]:
@@ -107,10 +112,19 @@ class Twins:
         elif kind == "cordon" and self.nodes:
             self.both("set_schedulable", self.nodes[op[1] % len(self.nodes)], op[2])
         elif kind == "gang":
-            _, queue_name, replicas, gpus, priority = op
+            _, queue_name, replicas, gpus, priority, placement = op
             self.made += 1
             ask = {"cpu": 1, "volcano.sh/gpu-memory": 10_240} if gpus == "slice" else {"cpu": 1, "nvidia.com/gpu": gpus}
-            gang = job(f"g{self.made}", queue_name, replicas, ask, priority=priority, created=self.now)
+            gang = job(
+                f"g{self.made}",
+                queue_name,
+                replicas,
+                ask,
+                priority=priority,
+                created=self.now,
+                tolerations=[TOLERATE_CLOUD] if placement == "tolerates-cloud" else [],
+                node_selector={"rack": "r1"} if placement == "rack-r1" else None,
+            )
             self.both("add_group", gang.group, gang.pods)
             self.groups[gang.group.key] = []
             self.arrived[gang.group.key] = (gang.group, gang.pods)
@@ -139,6 +153,10 @@ class Twins:
             self.arrived[gang.group.key] = (pending.group, pending.pods)
         elif kind == "finish" and self.groups:
             self._finish(sorted(self.groups)[op[1] % len(self.groups)])
+        elif kind == "capability":
+            cap = None if op[2] is None else res({"nvidia.com/gpu": op[2]})
+            self.queues[op[1]] = dataclasses.replace(self.queues[op[1]], capability=cap)
+            self.both("set_queue", self.queues[op[1]])
         elif kind == "weight":
             self.queues[op[1]] = dataclasses.replace(self.queues[op[1]], weight=op[2])
             self.both("set_queue", self.queues[op[1]])
