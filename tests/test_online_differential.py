@@ -45,6 +45,12 @@ FILL_THEN_RECLAIM = [
     ("cycle",),
     ("cycle",),
 ]
+#: Queues a and b under a parent capped at 24 GPUs, shared by the capacity plugin, reclaiming.
+HIERARCHY = conf(
+    "enqueue, allocate, reclaim, backfill",
+    "priority, gang",
+    "drf, predicates, capacity, nodeorder, binpack, gpushare",
+)
 gang = st.tuples(
     st.just("gang"),
     st.sampled_from(["a", "b"]),
@@ -74,8 +80,9 @@ operation = st.one_of(  # gangs and cycles three times as often as the rest: clu
 class Twins:
     """The same history applied to both cores; `cycle` compares what they decide."""
 
-    def __init__(self, config: SchedulerConfiguration) -> None:
-        queues = [queue("a"), queue("b")]
+    def __init__(self, config: SchedulerConfiguration, tree: bool = False) -> None:
+        parent = [queue("p", capability={"nvidia.com/gpu": 24})] if tree else []
+        queues = [*parent, queue("a", parent="p" if tree else ""), queue("b", parent="p" if tree else "")]
         self.online = OnlineScheduler([], queues, config, resources=WORKLOAD_RESOURCES)
         self.reference = SnapshotCore(queues, config)
         #: Each pending gang as it arrived (an evicted one comes back so).
@@ -187,14 +194,18 @@ class Twins:
             self.groups[key] = []
 
 
-@pytest.mark.parametrize("config", [PROPORTION, RECLAIMING], ids=["allocate", "reclaim-preempt"])
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@pytest.mark.parametrize(
+    ("config", "tree"),
+    [(PROPORTION, False), (RECLAIMING, False), (HIERARCHY, True)],
+    ids=["allocate", "reclaim-preempt", "capacity-hierarchy"],
+)
+@settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(operation, min_size=1, max_size=40))
 @example(FILL_THEN_RECLAIM)
 def test_the_online_scheduler_decides_as_a_fresh_snapshot_under_any_history(
-    config: SchedulerConfiguration, operations: list[tuple[Any, ...]]
+    config: SchedulerConfiguration, tree: bool, operations: list[tuple[Any, ...]]
 ) -> None:
-    twins = Twins(config)
+    twins = Twins(config, tree)
     for op in operations:
         twins.do(op)
     twins.cycle()
