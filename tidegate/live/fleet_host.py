@@ -154,9 +154,9 @@ class FleetHosting:
         (`POST /nodes/<name>/interruption`); returns when the instance goes.
 
         The node is cordoned and leaves the HPA's count (jobs waiting for room get a new node, not this
-        one); each job running there is told (an event) that its pods' preStop hooks should checkpoint. When the
-        notice runs out (`notice_seconds`, by default the pool's `interruption.noticeSeconds` or its
-        provider's: aws 120 s, gcp and azure 30 s, aliyun 300 s) the node is removed and its pods are
+        one); each job running there is told (an event) that its pods' preStop hooks should checkpoint.
+        When the notice runs out (`notice_seconds`, by default the pool's `interruption.noticeSeconds` or
+        its provider's: aws 120 s, gcp and azure 30 s, aliyun 300 s) the node is removed and its pods are
         evicted: their jobs follow their lifecycle policies (RestartJob resumes from the checkpoint).
         A second notice for the node changes nothing. Raises NotFound for a node of no cloud pool."""
         with self._changing():
