@@ -98,7 +98,7 @@ spec: {quotas: elastic, burst: {enabled: true, queue: burst-cloud, afterSeconds:
 """
 
 
-def job(name: str, gpus: int = 8, pinned: bool = False, queue: str = "dev") -> str:
+def job(name: str, gpus: int = 8, pinned: bool = False, queue: str = "dev", replicas: int = 1) -> str:
     selector = 'nodeSelector: {"volcano.sh/node-type": idc}' if pinned else ""
     return f"""
 apiVersion: batch.volcano.sh/v1alpha1
@@ -106,10 +106,10 @@ kind: Job
 metadata: {{name: {name}}}
 spec:
   queue: {queue}
-  minAvailable: 1
+  minAvailable: {replicas}
   tasks:
   - name: worker
-    replicas: 1
+    replicas: {replicas}
     template:
       spec:
         {selector}

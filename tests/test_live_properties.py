@@ -23,6 +23,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_live_fleet import BUDGETED, FOLDER, serve_folder
+from test_live_fleet import job as vcjob
 
 from tidegate.clock import SimClock
 from tidegate.live.control_plane import ControlPlane
@@ -55,25 +56,6 @@ operation = st.one_of(
 )
 
 
-def vcjob(name: str, gpus: int, queue: str, pinned: bool, replicas: int) -> str:
-    selector = 'nodeSelector: {"volcano.sh/node-type": idc}' if pinned else ""
-    return f"""
-apiVersion: batch.volcano.sh/v1alpha1
-kind: Job
-metadata: {{name: {name}}}
-spec:
-  queue: {queue}
-  minAvailable: {replicas}
-  tasks:
-  - name: worker
-    replicas: {replicas}
-    template:
-      spec:
-        {selector}
-        containers: [{{name: main, resources: {{requests: {{cpu: "4", nvidia.com/gpu: "{gpus}"}}}}}}]
-"""
-
-
 @dataclass
 class Served:
     folder: Path
@@ -100,7 +82,8 @@ class Served:
         live = sorted(key for key, job in plane.jobs.items() if job.phase not in (JobPhase.COMPLETED, JobPhase.FAILED))
         if kind == "submit":
             self.made += 1
-            plane.submit(vcjob(f"j{self.made}", *op[1:]))
+            _, gpus, queue, pinned, replicas = op
+            plane.submit(vcjob(f"j{self.made}", gpus, pinned, queue, replicas))
         elif kind == "wait":
             clock.run(until=clock.now() + op[1])
         elif kind in ("finish", "fail") and running:
