@@ -47,7 +47,16 @@ tiers:
 RESTART_ON_EVICTION = "policies: [{event: PodEvicted, action: RestartJob}]"
 
 
-def vcjob(name: str, queue: str = "dev", replicas: int = 1, gpus: int = 1, policies: str = "", retry: int = 3) -> str:
+def vcjob(
+    name: str,
+    queue: str = "dev",
+    replicas: int = 1,
+    gpus: int = 1,
+    policies: str = "",
+    retry: int = 3,
+    pod_spec: str = "",
+) -> str:
+    """A vcjob of one task; `pod_spec` is more of the pods' spec on one line (e.g. a nodeSelector)."""
     return f"""
 apiVersion: batch.volcano.sh/v1alpha1
 kind: Job
@@ -62,6 +71,7 @@ spec:
     replicas: {replicas}
     template:
       spec:
+        {pod_spec}
         containers: [{{name: main, resources: {{requests: {{cpu: "1", nvidia.com/gpu: "{gpus}"}}}}}}]
 """
 

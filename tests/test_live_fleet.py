@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import typer
 from fastapi.testclient import TestClient
+from test_live import vcjob
 
 from tidegate.cli.serve import served_fleet
 from tidegate.clock import SimClock
@@ -99,22 +100,8 @@ spec: {quotas: elastic, burst: {enabled: true, queue: burst-cloud, afterSeconds:
 
 
 def job(name: str, gpus: int = 8, pinned: bool = False, queue: str = "dev", replicas: int = 1) -> str:
-    selector = 'nodeSelector: {"volcano.sh/node-type": idc}' if pinned else ""
-    return f"""
-apiVersion: batch.volcano.sh/v1alpha1
-kind: Job
-metadata: {{name: {name}}}
-spec:
-  queue: {queue}
-  minAvailable: {replicas}
-  tasks:
-  - name: worker
-    replicas: {replicas}
-    template:
-      spec:
-        {selector}
-        containers: [{{name: main, resources: {{requests: {{cpu: "1", nvidia.com/gpu: "{gpus}"}}}}}}]
-"""
+    """A vcjob of `replicas` pods of `gpus` GPUs; pinned to the IDC by a nodeSelector if `pinned`."""
+    return vcjob(name, queue, replicas, gpus, pod_spec='nodeSelector: {"volcano.sh/node-type": idc}' if pinned else "")
 
 
 def serve_folder(
