@@ -1,6 +1,6 @@
 """The long-lived `OnlineScheduler` decides exactly as a fresh `schedule(snapshot)` of the same state, cycle
-after cycle, under random histories (hypothesis): nodes joining (some tainted as cloud nodes), leaving
-and cordoned, gangs arriving pending or already running on a node (as a restarted control plane hands
+after cycle, under random histories (hypothesis): nodes joining (some tainted as cloud nodes), leaving,
+cordoned and squeezed (another scheduler's pods taking CPU, as `tidegate kube` sees them), gangs arriving pending or already running on a node (as a restarted control plane hands
 them over; whole GPUs or GPU slices, tolerating the cloud or pinned to a rack), gangs finishing, queues
 re-weighted and capped, in any order between cycles. `SnapshotCore` is the reference: the pure scheduler over
 a snapshot rebuilt from scratch every cycle.
@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from scheduler_builders import CLOUD_TAINT, PROPORTION, TOLERATE_CLOUD, conf, job, node, queue, res
 
 from tidegate.model.objects import PodGroup, PodGroupPhase, SchedulerConfiguration
+from tidegate.model.resources import Resources
 from tidegate.scheduler.online import OnlineScheduler
 from tidegate.sim.core import SnapshotCore
 from tidegate.sim.run import WORKLOAD_RESOURCES
@@ -69,6 +70,7 @@ operation = st.one_of(  # gangs and cycles three times as often as the rest: clu
     cycle,
     st.tuples(st.just("node"), st.booleans(), st.booleans()),
     st.tuples(st.just("capability"), st.sampled_from(["a", "b"]), st.sampled_from([None, 4, 8, 16])),
+    st.tuples(st.just("squeeze"), st.integers(0, 20), st.sampled_from([16, 64])),
     st.tuples(st.just("remove"), st.integers(0, 20)),
     st.tuples(st.just("cordon"), st.integers(0, 20), st.booleans()),
     st.tuples(st.just("running"), st.sampled_from(["a", "b"]), st.integers(0, 20), st.sampled_from([1, 2, 4])),
@@ -116,6 +118,11 @@ class Twins:
                 self._finish(key)  # as a control plane would first: its jobs end (or restart elsewhere)
             self.both("remove_nodes", [name])
             del self.cards[name]
+        elif kind == "squeeze" and self.nodes:  # another scheduler's pods take CPU (or give it back)
+            name = self.nodes[op[1] % len(self.nodes)]
+            current = self.reference.nodes[name]
+            allocatable = Resources({**current.allocatable, **Resources.parse({"cpu": op[2]}, "test")})
+            self.both("add_nodes", [dataclasses.replace(current, allocatable=allocatable)])
         elif kind == "cordon" and self.nodes:
             self.both("set_schedulable", self.nodes[op[1] % len(self.nodes)], op[2])
         elif kind == "gang":
