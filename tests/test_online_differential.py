@@ -1,9 +1,10 @@
 """The long-lived `OnlineScheduler` decides exactly as a fresh `schedule(snapshot)` of the same state, cycle
 after cycle, under random histories (hypothesis): nodes joining (some tainted as cloud nodes), leaving,
-cordoned and squeezed (another scheduler's pods taking CPU, as `tidegate kube` sees them), gangs arriving pending or already running on a node (as a restarted control plane hands
-them over; whole GPUs or GPU slices, tolerating the cloud or pinned to a rack), gangs finishing, queues
-re-weighted and capped, in any order between cycles. `SnapshotCore` is the reference: the pure scheduler over
-a snapshot rebuilt from scratch every cycle.
+cordoned and squeezed (another scheduler's pods taking CPU, as `tidegate kube` sees them); gangs arriving
+pending or already running on a node (as a restarted control plane hands them over; whole GPUs or GPU
+slices, tolerating the cloud or pinned to a rack); gangs finishing; queues re-weighted and capped; in any
+order between cycles. `SnapshotCore` is the reference: the pure scheduler over a snapshot rebuilt from
+scratch every cycle.
 """
 
 from __future__ import annotations
