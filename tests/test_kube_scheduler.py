@@ -7,13 +7,17 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+import pytest
 import yaml
 from prometheus_client import CollectorRegistry, generate_latest
 
 from tidegate.fleet.burst import Burst
+from tidegate.kube import scheduler as kube_scheduler
 from tidegate.kube.metrics import SchedulerCollector
-from tidegate.kube.reading import ObjectCache
+from tidegate.kube.reading import STALE_SLACK, ObjectCache
 from tidegate.kube.scheduler import ClusterScheduler
+from tidegate.model.expand import Workload, workload_from
+from tidegate.model.manifests import ManifestSet
 from tidegate.model.objects import PluginOption, SchedulerConfiguration, Tier
 from tidegate.scheduler.snapshot import Decisions
 
@@ -166,6 +170,53 @@ status: {allocatable: {cpu: "32", memory: 256Gi, nvidia.com/gpu: "4", pods: "110
     assert api.binds[-1][:2] == ("c", "idc-1")
 
 
+def test_a_node_heartbeat_changes_nothing_and_other_pods_resize_the_node_in_place() -> None:
+    api = FakeApi(CLUSTER + "---" + pod("a", 2))
+    scheduler = ClusterScheduler(api)
+    scheduler.step(0.0)
+    assert scheduler.core is not None
+    table, generation = scheduler.core.ssn.table, scheduler.core.ssn.table.generation
+    heartbeat = {"type": "Ready", "status": "True", "lastHeartbeatTime": "2026-12-03T16:00:00Z"}
+    api._find("Node", "idc-0")["status"]["conditions"] = [heartbeat]  # the kubelet's status update
+    api.add(pod("b", 1))
+    scheduler.step(1.0)
+    assert scheduler.core.ssn.table is table and table.generation == generation  # the node table is untouched
+    # another scheduler's pod takes the GPU left on idc-0: the node's row changes in place
+    api.add(pod("other", 1, scheduler="default-scheduler", node="idc-0").replace("Pending", "Running"))
+    api.add(pod("c", 1))
+    scheduler.step(2.0)
+    assert scheduler.core.ssn.table is table and table.generation != generation
+    assert table.alloc_rows[table.row["idc-0"]][table.index.col["nvidia.com/gpu"]] == 3000
+    assert [p for p, _, _ in api.binds] == ["a", "b"] and "default/podgroup-c" in scheduler.core.waiting
+    api._find("Pod", "other")["status"]["phase"] = "Succeeded"  # it leaves: c takes its GPU
+    scheduler.step(3.0)
+    assert scheduler.core.ssn.table is table and api.binds[-1][:2] == ("c", "idc-0")
+
+
+def test_only_groups_whose_objects_changed_are_expanded_and_handed_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    api = FakeApi(CLUSTER + "".join("---" + pod(f"p{i}", 1) for i in range(3)) + "---" + group("g", 2))
+    api.add(pod("g-0", 1, "g") + "---" + pod("g-1", 1, "g"))
+    scheduler = ClusterScheduler(api)
+    expanded: list[str] = []
+
+    def counting(ms: ManifestSet) -> Workload:
+        expanded.extend(pod.name for pod in ms.pods)
+        return workload_from(ms)
+
+    monkeypatch.setattr(kube_scheduler, "workload_from", counting)
+    scheduler.step(0.0)
+    assert sorted(expanded) == ["g-0", "g-1", "p0", "p1", "p2"]
+    bound = [p for p, _, _ in api.binds]
+    assert len(bound) == 4  # one of the five GPUs asked for does not fit on idc-0
+    scheduler.step(1.0)  # the bound pods are read with their nodes
+    assert sorted(expanded[5:]) == sorted(bound)
+    expanded.clear()
+    done = next(p for p in ("p0", "p1", "p2") if p in bound)
+    api._find("Pod", done)["status"]["phase"] = "Succeeded"
+    scheduler.step(2.0)  # only its group is expanded again; the one waiting is handed as before and now fits
+    assert expanded == [done] and len(api.binds) == 5
+
+
 def test_objects_it_cannot_read_are_reported_and_the_rest_is_scheduled() -> None:
     bad = pod("bad", 1).replace('nvidia.com/gpu: "1"', 'nvidia.com/gpu: "lots"')
     api = FakeApi(CLUSTER + "---" + bad + "---" + pod("good", 1))
@@ -267,18 +318,32 @@ def test_the_reader_parses_an_object_again_only_when_its_version_or_the_priority
     reader = ObjectCache()
     first = reader.read(docs)
     assert reader.parsed == 5 and first.pods[0].priority == 1000
-    again = reader.read(copy.deepcopy(docs))
+    again = reader.read(copy.deepcopy(docs))  # a fresh listing: each object found by its version
     assert reader.parsed == 1 and again.pods[0] is first.pods[0]  # only the PriorityClass, always read
+    assert reader.read(docs).pods[0] is first.pods[0] and reader.parsed == 1  # the same documents: by identity
+    docs = copy.deepcopy(docs)  # a changed object comes as a new document, as from a watch
     docs[4]["spec"]["containers"][0]["resources"]["requests"]["nvidia.com/gpu"] = "lots"
     docs[4]["metadata"]["resourceVersion"] = "2"
     broken = reader.read(docs)
     assert reader.parsed == 2 and broken.pods == [] and "Pod/a" in str(broken.errors[0])
     assert broken.errors[0].source.index == 4  # its place in the listing
+    docs = copy.deepcopy(docs)
     docs[3]["value"], docs[3]["metadata"]["resourceVersion"] = 5, "2"
     docs[4]["spec"]["containers"][0]["resources"]["requests"]["nvidia.com/gpu"] = "1"
     docs[4]["metadata"]["resourceVersion"] = "3"
     fixed = reader.read(docs)
     assert reader.parsed == 5 and fixed.pods[0].priority == 5 and not fixed.errors
+
+
+def test_the_reader_forgets_replaced_documents_before_they_pile_up() -> None:
+    docs = _versioned(CLUSTER + "---" + pod("a", 1))
+    reader = ObjectCache()
+    reader.read(docs)
+    for version in range(2, 2 * STALE_SLACK):  # an informer's listing: the pod's document replaced at every read
+        docs = [*docs[:-1], copy.deepcopy(docs[-1])]
+        docs[-1]["metadata"]["resourceVersion"] = str(version)
+        assert len(reader.read(docs).pods) == 1 and reader.parsed == 1
+    assert len(reader) <= 2 * len(docs) + STALE_SLACK
 
 
 def test_a_podgroup_naming_a_queue_that_does_not_exist_waits_and_says_so() -> None:

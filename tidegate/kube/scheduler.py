@@ -26,9 +26,18 @@ from tidegate.fleet.pool import pinned_to_idc
 from tidegate.fleet.scaling import QueueTree
 from tidegate.kube.api import ClusterApi
 from tidegate.kube.reading import ObjectCache
-from tidegate.model.expand import workload_from
+from tidegate.model.expand import group_key, workload_from
 from tidegate.model.manifests import ManifestSet, gpu_index
-from tidegate.model.objects import Node, Pod, PodGroup, PodGroupPhase, PodPhase, Queue, SchedulerConfiguration
+from tidegate.model.objects import (
+    Node,
+    Pod,
+    PodGroup,
+    PodGroupPhase,
+    PodPhase,
+    PriorityClass,
+    Queue,
+    SchedulerConfiguration,
+)
 from tidegate.model.resources import Resources
 from tidegate.scheduler.online import OnlineScheduler
 from tidegate.scheduler.snapshot import Bind, Decisions, Evict
@@ -46,6 +55,26 @@ class _Seen:
 
     group: tuple[object, ...]
     pods: tuple[tuple[object, ...], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class _Expanded:
+    """A group key's objects as read, and the groups (normally one) and problems `workload_from` made of them."""
+
+    read: tuple[PodGroup | None, tuple[Pod, ...]]
+    groups: list[tuple[PodGroup, list[Pod]]]
+    problems: list[str]
+
+
+def _expand(read: tuple[PodGroup | None, tuple[Pod, ...]], classes: Sequence[PriorityClass]) -> _Expanded:
+    """One group key's part of `workload_from` over the whole cluster (a group's expansion reads only its own
+    PodGroup, its pods and the priority classes)."""
+    group, pods = read
+    workload = workload_from(
+        ManifestSet(podgroups=[group] if group else [], pods=list(pods), priority_classes=list(classes))
+    )
+    made = [(made, workload.pods_by_group[made.key]) for made in workload.groups]
+    return _Expanded(read, made, [str(error) for error in workload.errors])
 
 
 def _seen(group: PodGroup, pods: Sequence[Pod]) -> _Seen:
@@ -74,7 +103,11 @@ class ClusterScheduler:
         self._reader = ObjectCache()
         self._queues: dict[str, Queue] = {}
         self._nodes: dict[str, Node] = {}
+        #: Per node: the node read, the other schedulers' pods on it, and the node with their room taken.
+        self._squeezed: dict[str, tuple[Node, tuple[Pod, ...], Node]] = {}
         self._groups: dict[str, _Seen] = {}
+        #: Per group key: what was read of it (its PodGroup, its pods) and what that expanded to.
+        self._expanded: dict[str, _Expanded] = {}
         #: PodGroups that exist in the API server (bare pods' groups do not), and the status last written.
         self._declared: set[str] = set()
         self._written: dict[str, tuple[str, str]] = {}
@@ -131,9 +164,33 @@ class ClusterScheduler:
         return QueueTree(self._queues.values()).totals(own)
 
     # -- reading ------------------------------------------------------------------------------------
+    def _with_others_taken(self, nodes: Sequence[Node], others: Sequence[Pod]) -> list[Node]:
+        """Nodes with the room that pods of other schedulers hold taken away (bound and not finished). A node
+        read as before, with the same such pods on it, is the same node as before."""
+        on: dict[str, list[Pod]] = {}
+        for pod in others:
+            if pod.node_name and pod.phase not in FINISHED:
+                on.setdefault(pod.node_name, []).append(pod)
+        before, squeezed = self._squeezed, {}
+        out = []
+        for node in nodes:
+            pods = tuple(on.get(node.name, ()))
+            held = before.get(node.name)
+            if held is not None and held[0] is node and held[1] == pods:
+                less = held[2]
+            else:
+                less = _less(node, sum((pod.requests for pod in pods), Resources())) if pods else node
+            squeezed[node.name] = (node, pods, less)
+            out.append(less)
+        self._squeezed = squeezed
+        return out
+
     def _reconcile(self, ms: ManifestSet) -> OnlineScheduler:
-        ours = [pod for pod in ms.pods if pod.scheduler_name == self.scheduler_name]
-        nodes = _with_others_taken(ms.nodes, [pod for pod in ms.pods if pod.scheduler_name != self.scheduler_name])
+        ours: list[Pod] = []
+        others: list[Pod] = []
+        for pod in ms.pods:
+            (ours if pod.scheduler_name == self.scheduler_name else others).append(pod)
+        nodes = self._with_others_taken(ms.nodes, others)
         queues = {queue.name: queue for queue in ms.queues}
         asked = {name for pod in ours for name in pod.requests}
         core = self.core
@@ -152,35 +209,57 @@ class ClusterScheduler:
             gone = [name for name in self._nodes if name not in current]
             if gone:
                 core.remove_nodes(gone)
-            changed = [node for name, node in current.items() if self._nodes.get(name) != node]
+            changed = [node for name, node in current.items() if not _same_node(self._nodes.get(name), node)]
             if changed:
                 core.add_nodes(changed)
             self._nodes = current
-        workload = workload_from(ManifestSet(podgroups=ms.podgroups, pods=ours, priority_classes=ms.priority_classes))
-        self.problems += [str(error) for error in workload.errors]
-        self._declared = {group.key for group in ms.podgroups}
+        declared = {group.key: group for group in ms.podgroups}
+        self._declared = set(declared)
         self._written = {key: status for key, status in self._written.items() if key in self._declared}
         self.overflowed = {key: home for key, home in self.overflowed.items() if key in self._declared}
+        members: dict[str, list[Pod]] = {}
+        for pod in ours:
+            members.setdefault(group_key(pod), []).append(pod)
         groups: dict[str, _Seen] = {}
         self._queueless = {}
-        for group in workload.groups:
-            pods = workload.pods_by_group[group.key]
-            if pods and group.queue not in queues:  # it waits for its queue, and says so
-                self._queueless[group.key] = f"queue {group.queue} does not exist"
-            if not pods or group.queue not in queues:
+        expanded: dict[str, _Expanded] = {}
+        for key, pods in members.items():
+            read = (declared.get(key), tuple(pods))
+            before = self._expanded.get(key)
+            held = before if before is not None and before.read == read else _expand(read, ms.priority_classes)
+            expanded[key] = held
+            self.problems += held.problems
+            if held is before and key in self._groups:  # only what changed is expanded and compared again
+                groups[key] = self._groups[key]
                 continue
-            seen = _seen(group, pods)
-            groups[group.key] = seen
-            before = self._groups.get(group.key)
-            if before == seen:
-                continue
-            if before is not None:
-                core.remove_group(group.key)
-            core.add_group(group, pods)
+            for group, group_pods in held.groups:
+                self._hand(core, group, group_pods, queues, groups)
         for key in self._groups.keys() - groups.keys():
             core.remove_group(key)
-        self._groups = groups
+        self._groups, self._expanded = groups, expanded
         return core
+
+    def _hand(
+        self,
+        core: OnlineScheduler,
+        group: PodGroup,
+        pods: list[Pod],
+        queues: Mapping[str, Queue],
+        groups: dict[str, _Seen],
+    ) -> None:
+        """Hand the group to the scheduler unless it has it as it is; a group whose queue does not exist waits."""
+        if pods and group.queue not in queues:  # it waits for its queue, and says so
+            self._queueless[group.key] = f"queue {group.queue} does not exist"
+        if not pods or group.queue not in queues:
+            return
+        seen = _seen(group, pods)
+        groups[group.key] = seen
+        before = self._groups.get(group.key)
+        if before == seen:
+            return
+        if before is not None:
+            core.remove_group(group.key)
+        core.add_group(group, pods)
 
     def _overflow(self, core: OnlineScheduler, burst: Burst, now: float) -> tuple[float, bool]:
         """Waiting PodGroups that waited long enough, or whose queue is at capability, move to the burst
@@ -280,13 +359,22 @@ def _each(write: Callable[[T], None], items: Sequence[T]) -> list[str]:
         return list(pool.map(attempt, items))
 
 
-def _with_others_taken(nodes: Sequence[Node], others: Sequence[Pod]) -> list[Node]:
-    """Nodes with the room that pods of other schedulers hold taken away (bound and not finished)."""
-    taken: dict[str, Resources] = {}
-    for pod in others:
-        if pod.node_name and pod.phase not in FINISHED:
-            taken[pod.node_name] = taken.get(pod.node_name, Resources()) + pod.requests
-    return [_less(node, taken[node.name]) if node.name in taken else node for node in nodes]
+def _same_node(before: Node | None, node: Node) -> bool:
+    """Whether the scheduler would see no change: what else a node's document holds (its resourceVersion,
+    the kubelet's heartbeats in its status) is not the scheduler's business."""
+    return before is node or (before is not None and _scheduled_view(before) == _scheduled_view(node))
+
+
+def _scheduled_view(node: Node) -> tuple[object, ...]:
+    return (
+        node.allocatable,
+        node.labels,
+        node.annotations,
+        node.taints,
+        node.unschedulable,
+        node.ready,
+        node.gpu_memory_mib,
+    )
 
 
 def _less(node: Node, used: Mapping[str, int]) -> Node:

@@ -210,6 +210,11 @@ def apply_group_affinity(pod: Pod, affinity: NodeAffinity | None) -> Pod:
     return replace(pod, affinity=NodeAffinity(required, own.preferred + affinity.preferred))
 
 
+def group_key(pod: Pod) -> str:
+    """The key of the group the pod belongs to: the PodGroup it names, else its own one-pod group."""
+    return f"{pod.namespace}/{pod.group or BARE_POD_GROUP_PREFIX + pod.name}"
+
+
 def bare_pod_group(pod: Pod) -> tuple[PodGroup, Pod]:
     """The one-pod group Volcano's PodGroup controller makes for a pod that names no group.
 
@@ -260,7 +265,7 @@ def workload_from(ms: ManifestSet) -> Workload:
     bare: list[Pod] = []
     for pod in ms.pods:
         if pod.group:
-            members.setdefault(f"{pod.namespace}/{pod.group}", []).append(pod)
+            members.setdefault(group_key(pod), []).append(pod)
         else:
             bare.append(pod)
     for job in ms.jobs:

@@ -99,24 +99,13 @@ class NodeTable:
         self.labels = [node.labels for node in nodes]
         self.taints: list[tuple[Taint, ...]] = [node.taints for node in nodes]
         self.schedulable: BoolArray = np.array([node.ready and not node.unschedulable for node in nodes], dtype=bool)
-        pods_col = index.col[PODS]
-        milli_col = index.col.get(GPU_MILLI)
         cards = [card_count(node) for node in nodes]
         width = max(cards, default=0)
         # Built as Python rows, converted once (numpy's per-call cost is per node otherwise).
         alloc_rows: list[list[int]] = []
         mem_rows: list[list[int]] = []
         for node, count in zip(nodes, cards, strict=True):
-            row = [0] * r
-            for name, amount in node.allocatable.items():
-                col = index.col.get(name)
-                if col is not None:
-                    row[col] = amount
-            if PODS not in node.allocatable:
-                row[pods_col] = int(UNLIMITED)
-            if milli_col is not None and GPU_MILLI not in node.allocatable:
-                row[milli_col] = count * 1000 * 1000
-            alloc_rows.append(row)
+            alloc_rows.append(self._alloc_row(node, count))
             mems = list(node.gpu_memory_mib or (0,) * count)
             mem_rows.append(mems + [0] * (width - len(mems)))
         self.alloc: IntArray = np.array(alloc_rows, dtype=np.int64).reshape(n, r)
@@ -149,8 +138,50 @@ class NodeTable:
         self._fixed_keys: dict[int, bytes] = {}  # per node: what never changes (allocatable, cards, their memory)
         self._next_state = itertools.count()
 
+    def _alloc_row(self, node: Node, cards: int) -> list[int]:
+        index = self.index
+        row = [0] * len(index)
+        for name, amount in node.allocatable.items():
+            col = index.col.get(name)
+            if col is not None:
+                row[col] = amount
+        if PODS not in node.allocatable:
+            row[index.col[PODS]] = int(UNLIMITED)
+        milli_col = index.col.get(GPU_MILLI)
+        if milli_col is not None and GPU_MILLI not in node.allocatable:
+            row[milli_col] = cards * 1000 * 1000
+        return row
+
     def __len__(self) -> int:
         return len(self.names)
+
+    def resizes(self, node: Node) -> bool:
+        """Whether the node is in the table and differs from its row only in what `resize` changes in place."""
+        row = self.row.get(node.name)
+        if row is None:
+            return False
+        before = self.nodes[row]
+        return (
+            node.labels == before.labels
+            and node.taints == before.taints
+            and node.gpu_memory_mib == before.gpu_memory_mib
+            and card_count(node) == card_count(before)
+        )
+
+    def resize(self, node: Node) -> None:
+        """The node's allocatable or schedulability changed, nothing else (`resizes`): its row changes in
+        place, what is placed on it stays, and the table takes a new generation, so caches keyed on it start
+        afresh as over a new table."""
+        row = self.row[node.name]
+        alloc = self._alloc_row(node, card_count(node))
+        self.alloc[row] = alloc
+        self.alloc_rows[row] = alloc
+        self.schedulable[row] = self.schedulable_rows[row] = node.ready and not node.unschedulable
+        self.nodes[row] = node
+        self._fixed_keys.pop(row, None)
+        self._state_ids.pop(row, None)
+        self.changes.append(row)
+        self.generation = next(_GENERATIONS)
 
     # -- derived state -------------------------------------------------------------------------
     def idle(self) -> IntArray:

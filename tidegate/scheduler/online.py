@@ -45,13 +45,21 @@ class OnlineScheduler:
         #: Jobs with pods not yet placed, in arrival order (what each cycle reports as pending).
         self.waiting: dict[str, JobInfo] = {}
         self._nodes_changed = False
+        #: Nodes changed only in their allocatable or schedulability since the last cycle (updated in place).
+        self._resized: dict[str, Node] = {}
         self.report_waiting = report_waiting
 
     # -- the cluster changes ------------------------------------------------------------------------
     def add_nodes(self, nodes: Iterable[Node]) -> None:
+        """New nodes, or new versions of known ones (a node changed only in its allocatable or schedulability
+        is updated in place; any other change rebuilds the node table)."""
+        table = self.ssn.table
         for node in nodes:
             self.nodes[node.name] = node
-        self._nodes_changed = True
+            if self._nodes_changed or not table.resizes(node):
+                self._nodes_changed = True
+            else:
+                self._resized[node.name] = node
 
     def remove_nodes(self, names: Iterable[str]) -> None:
         for name in names:
@@ -61,8 +69,7 @@ class OnlineScheduler:
     def set_schedulable(self, name: str, schedulable: bool) -> None:
         node = self.nodes.get(name)
         if node is not None and node.unschedulable == schedulable:
-            self.nodes[name] = dataclasses.replace(node, unschedulable=not schedulable)
-            self._nodes_changed = True
+            self.add_nodes([dataclasses.replace(node, unschedulable=not schedulable)])
 
     def add_group(self, group: PodGroup, pods: Sequence[Pod]) -> None:
         """A group arrives; it waits until placed. One that arrives placed (a restored control plane's
@@ -104,7 +111,7 @@ class OnlineScheduler:
         ssn = self.ssn
         if self.idle():
             return Decisions()
-        if self._nodes_changed:
+        if self._nodes_changed or self._resized:
             self._sync_nodes()
         ssn.reopen(now)
         for name in self.config.actions:
@@ -132,16 +139,20 @@ class OnlineScheduler:
         return decisions
 
     def _sync_nodes(self) -> None:
-        """The session takes the node list as changed since (added, removed, cordoned nodes)."""
-        self.ssn.replace_nodes(list(self.nodes.values()))
+        """The session takes the node list as changed since (added, removed, resized, cordoned nodes)."""
+        if self._nodes_changed:
+            self.ssn.replace_nodes(list(self.nodes.values()))
+        else:
+            self.ssn.resize_nodes(list(self._resized.values()))
         self._nodes_changed = False
+        self._resized = {}
 
     def idle(self) -> bool:
         """Nothing a cycle could do: no node change, no nominated pod, and every waiting job hopeless
         (or none waiting). With `report_waiting` a cycle is never idle: it reports the waiting jobs.
         `remove_group` keeps an idle scheduler idle (the simulator relies on it): it only takes jobs away."""
         ssn = self.ssn
-        if self._nodes_changed or ssn.pipelined or self.report_waiting:
+        if self._nodes_changed or self._resized or ssn.pipelined or self.report_waiting:
             return False
         return all(ssn.hopeless(job) for job in self.waiting.values())
 

@@ -952,21 +952,34 @@ class Session:
         if job.queue.settled.pop(id(job), None) is not None:
             job.queue.jobs.append(job)
 
-    def replace_nodes(self, nodes: Sequence[Node]) -> None:
-        """Take a new node list (nodes added, removed or cordoned): rebuild the node table, keep every
-        placed task on its node by name, and drop placement caches. A task whose node is gone goes back
-        to Pending (callers normally restart such jobs first)."""
+    def resize_nodes(self, nodes: Sequence[Node]) -> None:
+        """Take nodes whose allocatable or schedulability changed and nothing else (`NodeTable.resizes`), as
+        `replace_nodes` would, without rebuilding the table: what is placed on them stays where it is."""
+        for node in nodes:
+            self.table.resize(node)
+        self._forget_node_caches()
+
+    def _forget_node_caches(self) -> None:
+        """The node table changed beyond pods coming and going: capacity may have grown, the cluster's total
+        moved, and per-shape placement caches are stale."""
         self.freed += 1
-        old_names = self.table.names
-        self.table = NodeTable(nodes, self.index)
-        self.label_index = LabelIndex(self.table.labels)
-        self.taint_index = TaintIndex(self.table.taints)
-        schedulable_alloc = self.table.alloc[self.table.schedulable]
+        table = self.table
+        schedulable_alloc = table.alloc[table.schedulable]
         self.total = schedulable_alloc.sum(axis=0) if len(schedulable_alloc) else np.zeros(len(self.index), np.int64)
         self.total[self.index.col[PODS]] = 0
         self._shapes = [None] * len(self._shape_ids)
         self._shapes_by_key = {}
         self._dynamic = {}
+
+    def replace_nodes(self, nodes: Sequence[Node]) -> None:
+        """Take a new node list (nodes added, removed or cordoned): rebuild the node table, keep every
+        placed task on its node by name, and drop placement caches. A task whose node is gone goes back
+        to Pending (callers normally restart such jobs first)."""
+        old_names = self.table.names
+        self.table = NodeTable(nodes, self.index)
+        self.label_index = LabelIndex(self.table.labels)
+        self.taint_index = TaintIndex(self.table.taints)
+        self._forget_node_caches()
         table = self.table
         for task in self.tasks.values():
             if task.node < 0:
