@@ -242,8 +242,9 @@ def test_tidegate_kube_with_leader_election_schedules_once_it_holds_the_lease(
     assert "leading as" in done.stdout and _placed(core, namespace) == {"elected": ("idc-0", "0")}
 
 
-def test_a_waiting_podgroup_bursts_to_the_cloud_node_through_the_api_server(
-    api: KubeApi, cluster: tuple[client.CoreV1Api, Any, str]
+@pytest.mark.parametrize("bare", [False, True], ids=["podgroup", "bare-pod"])
+def test_a_waiting_podgroup_or_bare_pod_bursts_to_the_cloud_node_through_the_api_server(
+    api: KubeApi, cluster: tuple[client.CoreV1Api, Any, str], bare: bool
 ) -> None:
     core, custom, namespace = cluster
     queue = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "Queue", "metadata": {"name": "burst-cloud"}, "spec": {}}
@@ -253,18 +254,25 @@ def test_a_waiting_podgroup_bursts_to_the_cloud_node_through_the_api_server(
         _gang(core, custom, namespace, "local", pods=1, gpus=4)
         scheduler.step(time.time())
         assert _placed(core, namespace)["local-0"][0] == "idc-0"  # the IDC node is full now
-        _gang(core, custom, namespace, "extra", pods=1, gpus=4)
+        if bare:  # a pod naming no PodGroup: its queue is its annotation's
+            _pod(core, namespace, "extra-0", 4, {})
+        else:
+            _gang(core, custom, namespace, "extra", pods=1, gpus=4)
 
         def moved() -> bool:
             scheduler.step(time.time())
             return bool(scheduler.overflowed)
 
         assert _eventually(moved)
-        assert scheduler.overflowed == {f"{namespace}/extra": "default"}
-        group = custom.get_namespaced_custom_object(GROUP, VERSION, namespace, "podgroups", "extra")
-        assert group["spec"]["queue"] == "burst-cloud"
-        tolerations = core.read_namespaced_pod("extra-0", namespace).spec.tolerations
-        assert any(t.key == "cloud.provider" and t.operator == "Exists" for t in tolerations)
+        key = f"{namespace}/podgroup-extra-0" if bare else f"{namespace}/extra"
+        assert scheduler.overflowed == {key: "default"}
+        pod = core.read_namespaced_pod("extra-0", namespace)
+        if bare:
+            assert pod.metadata.annotations["scheduling.volcano.sh/queue-name"] == "burst-cloud"
+        else:
+            group = custom.get_namespaced_custom_object(GROUP, VERSION, namespace, "podgroups", "extra")
+            assert group["spec"]["queue"] == "burst-cloud"
+        assert any(t.key == "cloud.provider" and t.operator == "Exists" for t in pod.spec.tolerations)
 
         def landed() -> bool:
             scheduler.step(time.time())

@@ -104,9 +104,16 @@ class FakeApi:
 
     def overflow(self, namespace: str, group: str, queue: str, pods: list[str]) -> None:
         for name in pods:
-            spec = self._find("Pod", name)["spec"]
-            spec["tolerations"] = [*spec.get("tolerations", []), {"key": "cloud.provider", "operator": "Exists"}]
+            self._tolerate_cloud(name)
         self._find("PodGroup", group)["spec"]["queue"] = queue
+
+    def overflow_pod(self, namespace: str, pod: str, queue: str) -> None:
+        self._tolerate_cloud(pod)
+        self._find("Pod", pod)["metadata"].setdefault("annotations", {})["scheduling.volcano.sh/queue-name"] = queue
+
+    def _tolerate_cloud(self, pod: str) -> None:
+        spec = self._find("Pod", pod)["spec"]
+        spec["tolerations"] = [*spec.get("tolerations", []), {"key": "cloud.provider", "operator": "Exists"}]
 
 
 def test_a_gang_is_bound_whole_with_its_cards_and_its_podgroup_marked_running() -> None:
@@ -355,7 +362,7 @@ def test_a_podgroup_naming_a_queue_that_does_not_exist_waits_and_says_so() -> No
     assert len(api.statuses) == 1  # written once
 
 
-def test_a_waiting_podgroup_overflows_to_the_burst_queue_and_lands_on_a_cloud_node() -> None:
+def test_a_waiting_podgroup_or_bare_pod_overflows_to_the_burst_queue_and_lands_on_a_cloud_node() -> None:
     burst_queue = """
 apiVersion: scheduling.volcano.sh/v1beta1
 kind: Queue
@@ -369,15 +376,29 @@ spec: {weight: 1}
     for name, extra in (("train", ""), ("secret", pinned)):
         api.add(group(name, 1).replace("namespace: default", f"namespace: default, {created}"))
         api.add(pod(f"{name}-0", 2, name, extra=extra))
+    for name, extra in (("solo", ""), ("solo-secret", pinned)):  # pods naming no PodGroup
+        api.add(pod(name, 2, extra=extra).replace("namespace: default", f"namespace: default, {created}"))
     scheduler = ClusterScheduler(api, burst=Burst("burst-cloud", after_seconds=600))
     scheduler.step(599.0)
     assert api.binds == [] and scheduler.overflowed == {}  # not waited long enough
     scheduler.step(600.0)
-    assert scheduler.overflowed == {"default/train": "default"}
+    assert scheduler.overflowed == {"default/train": "default", "default/podgroup-solo": "default"}
     assert api._find("PodGroup", "train")["spec"]["queue"] == "burst-cloud"
-    scheduler.step(601.0)  # read back in the burst queue, tolerating the cloud
-    assert [(p, n) for p, n, _ in api.binds] == [("train-0", "cloud-0")]
+    solo = api._find("Pod", "solo")
+    assert solo["metadata"]["annotations"]["scheduling.volcano.sh/queue-name"] == "burst-cloud"
+    assert solo["spec"]["tolerations"] == [{"key": "cloud.provider", "operator": "Exists"}]
+    scheduler.step(601.0)  # read back in the burst queue, tolerating the cloud; the queue deserves one of them
+    ((first, node, _),) = api.binds
+    assert first in ("train-0", "solo") and node == "cloud-0"
+    api._find("Pod", first)["status"]["phase"] = "Succeeded"
+    scheduler.step(602.0)
+    assert {p for p, _, _ in api.binds} == {"train-0", "solo"} and api.binds[-1][1] == "cloud-0"
     assert api._find("PodGroup", "secret")["spec"]["queue"] == "default"  # pinned: never moves
+    assert "annotations" not in api._find("Pod", "solo-secret")["metadata"]
+    assert len(scheduler.overflowed) == 2  # moved groups are remembered while they exist
+    api.evict("default", "solo")
+    scheduler.step(603.0)
+    assert scheduler.overflowed == {"default/train": "default"}
 
 
 class WatchedApi(FakeApi):

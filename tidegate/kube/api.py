@@ -19,6 +19,7 @@ from kubernetes.client.exceptions import ApiException
 
 from tidegate.fleet.pool import CLOUD_TOLERATION
 from tidegate.kube.informer import Informer, documents
+from tidegate.model.manifests import QUEUE_NAME_ANNOTATION
 from tidegate.model.objects import GPU_INDEX_ANNOTATION, TaintEffect
 
 VOLCANO_GROUP, VOLCANO_VERSION = "scheduling.volcano.sh", "v1beta1"
@@ -52,6 +53,11 @@ class ClusterApi(Protocol):
 
     def overflow(self, namespace: str, group: str, queue: str, pods: list[str]) -> None:
         """Move a waiting PodGroup to the burst queue: its pods first get the cloud toleration."""
+        ...
+
+    def overflow_pod(self, namespace: str, pod: str, queue: str) -> None:
+        """Move a waiting pod that names no PodGroup to the burst queue: the cloud toleration first, then its
+        queue annotation (its one-pod group is in the queue the annotation names)."""
         ...
 
 
@@ -141,15 +147,22 @@ class KubeApi:
             self.custom.patch_namespaced_custom_object(*args)  # a CRD without the status subresource
 
     def overflow(self, namespace: str, group: str, queue: str, pods: list[str]) -> None:
-        toleration = {"key": CLOUD_TOLERATION.key, "operator": "Exists", "effect": TaintEffect.NO_SCHEDULE.value}
-        for name in pods:  # a pod's tolerations may be added to, not changed: the list is written whole
-            response: Any = self.core.read_namespaced_pod(name, namespace, _preload_content=False)
-            raw = json.loads(response.data)
-            tolerations = raw.get("spec", {}).get("tolerations") or []
-            if toleration not in tolerations:
-                self.core.patch_namespaced_pod(name, namespace, {"spec": {"tolerations": [*tolerations, toleration]}})
+        for name in pods:
+            self._tolerate_cloud(namespace, name)
         patch = {"spec": {"queue": queue}}
         self.custom.patch_namespaced_custom_object(VOLCANO_GROUP, VOLCANO_VERSION, namespace, "podgroups", group, patch)
+
+    def overflow_pod(self, namespace: str, pod: str, queue: str) -> None:
+        self._tolerate_cloud(namespace, pod)
+        self.core.patch_namespaced_pod(pod, namespace, {"metadata": {"annotations": {QUEUE_NAME_ANNOTATION: queue}}})
+
+    def _tolerate_cloud(self, namespace: str, pod: str) -> None:
+        toleration = {"key": CLOUD_TOLERATION.key, "operator": "Exists", "effect": TaintEffect.NO_SCHEDULE.value}
+        # a pod's tolerations may be added to, not changed: the list is written whole
+        response: Any = self.core.read_namespaced_pod(pod, namespace, _preload_content=False)
+        tolerations = json.loads(response.data).get("spec", {}).get("tolerations") or []
+        if toleration not in tolerations:
+            self.core.patch_namespaced_pod(pod, namespace, {"spec": {"tolerations": [*tolerations, toleration]}})
 
     def evict(self, namespace: str, pod: str) -> None:
         try:

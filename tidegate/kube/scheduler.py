@@ -108,10 +108,12 @@ class ClusterScheduler:
         self._groups: dict[str, _Seen] = {}
         #: Per group key: what was read of it (its PodGroup, its pods) and what that expanded to.
         self._expanded: dict[str, _Expanded] = {}
-        #: PodGroups that exist in the API server (bare pods' groups do not), and the status last written.
+        #: PodGroups that exist in the API server, the one-pod groups of pods that name none (no object of
+        #: their own), and the status last written.
         self._declared: set[str] = set()
+        self._bare: set[str] = set()
         self._written: dict[str, tuple[str, str]] = {}
-        #: PodGroups moved to the burst queue, and the queue each came from.
+        #: Groups moved to the burst queue (PodGroups, and bare pods' groups), and the queue each came from.
         self.overflowed: dict[str, str] = {}
         #: Groups whose queue does not exist (not handed to the scheduler), and so why they wait.
         self._queueless: dict[str, str] = {}
@@ -216,10 +218,16 @@ class ClusterScheduler:
         declared = {group.key: group for group in ms.podgroups}
         self._declared = set(declared)
         self._written = {key: status for key, status in self._written.items() if key in self._declared}
-        self.overflowed = {key: home for key, home in self.overflowed.items() if key in self._declared}
         members: dict[str, list[Pod]] = {}
+        self._bare = set()
         for pod in ours:
-            members.setdefault(group_key(pod), []).append(pod)
+            key = group_key(pod)
+            members.setdefault(key, []).append(pod)
+            if not pod.group:
+                self._bare.add(key)
+        self.overflowed = {
+            key: home for key, home in self.overflowed.items() if key in self._declared or key in self._bare
+        }
         groups: dict[str, _Seen] = {}
         self._queueless = {}
         expanded: dict[str, _Expanded] = {}
@@ -267,8 +275,9 @@ class ClusterScheduler:
         the next one will have waited long enough (inf: none waits to), and whether any moved."""
         soonest, moved = math.inf, False
         for key, job in list(core.waiting.items()):
-            if key not in self._declared or key in self.overflowed:
-                continue  # a bare pod's group (no PodGroup to move), or moved already
+            declared = key in self._declared
+            if key in self.overflowed or not (declared or key in self._bare):
+                continue  # moved already, or gone meanwhile
             pods = [task.pod for task in job.tasks]
             if not burst.moves(job.group.queue, pods, now - job.group.created, core.pending_reason(key)):
                 if burst.moves(job.group.queue, pods, math.inf, ""):
@@ -276,11 +285,14 @@ class ClusterScheduler:
                 continue
             namespace, _, name = key.partition("/")
             try:
-                self.api.overflow(namespace, name, burst.queue, [pod.name for pod in pods])
+                if declared:
+                    self.api.overflow(namespace, name, burst.queue, [pod.name for pod in pods])
+                else:  # a bare pod: its annotation names its group's queue
+                    self.api.overflow_pod(namespace, pods[0].name, burst.queue)
             except Exception as exc:  # tried again next cycle
-                _log.warning("moving PodGroup %s to %s failed: %s", key, burst.queue, exc)
+                _log.warning("moving group %s to %s failed: %s", key, burst.queue, exc)
                 continue
-            _log.info("PodGroup %s overflowed from %s to %s", key, job.group.queue, burst.queue)
+            _log.info("group %s overflowed from %s to %s", key, job.group.queue, burst.queue)
             self.overflowed[key] = job.group.queue
             moved = True
         return soonest, moved
