@@ -4,15 +4,19 @@ from __future__ import annotations
 
 import json
 import socket
+import ssl
 import subprocess
 import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
+import trustme
 from fastapi.testclient import TestClient
 from test_live import CLUSTER, batch, vcjob
 from typer.testing import CliRunner
@@ -121,16 +125,22 @@ def _free_port() -> int:
         return port
 
 
-def _call(url: str, method: str = "GET", body: bytes | None = None) -> Any:
-    request = urllib.request.Request(url, data=body, method=method, headers={"content-type": "application/json"})
-    with urllib.request.urlopen(request, timeout=5) as response:
+def _call(
+    url: str, method: str = "GET", body: bytes | None = None, token: str = "", tls: ssl.SSLContext | None = None
+) -> Any:
+    headers = {"content-type": "application/json"} | ({"Authorization": f"Bearer {token}"} if token else {})
+    request = urllib.request.Request(url, data=body, method=method, headers=headers)
+    with urllib.request.urlopen(request, timeout=5, context=tls) as response:
         return json.loads(response.read())
 
 
-def test_tidegate_serve_schedules_on_the_wall_clock(tmp_path: Path) -> None:
+@contextmanager
+def _serving(tmp_path: Path, *options: str, tls: ssl.SSLContext | None = None) -> Iterator[tuple[str, Path]]:
+    """`tidegate serve` on the seed as a real process (run in tmp_path), once its /healthz answers: its base
+    URL and log. Stopped after."""
     port = _free_port()
-    base = f"http://127.0.0.1:{port}"
-    command = [sys.executable, "-m", "tidegate.cli.main", "serve", str(SEED), "--port", str(port), "--period", "0.1"]
+    base = f"{'https' if tls else 'http'}://127.0.0.1:{port}"
+    command = [sys.executable, "-m", "tidegate.cli.main", "serve", str(SEED), "--port", str(port), *options]
     log = tmp_path / "serve.log"
     with log.open("wb") as output:
         server = subprocess.Popen(command, stdout=output, stderr=subprocess.STDOUT, cwd=tmp_path)
@@ -138,13 +148,21 @@ def test_tidegate_serve_schedules_on_the_wall_clock(tmp_path: Path) -> None:
         deadline = time.monotonic() + 30
         while True:
             try:
-                health = _call(f"{base}/healthz")
+                assert _call(f"{base}/healthz", tls=tls)["ok"]  # open: a liveness probe carries no token
                 break
             except (urllib.error.URLError, ConnectionError):
                 assert server.poll() is None, log.read_text()
                 assert time.monotonic() < deadline, "tidegate serve did not answer in 30 s"
                 time.sleep(0.2)
-        assert health["ok"]
+        yield base, log
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+
+
+def test_tidegate_serve_schedules_on_the_wall_clock(tmp_path: Path) -> None:
+    with _serving(tmp_path, "--period", "0.1") as (base, log):
+        deadline = time.monotonic() + 30
         accepted = _call(f"{base}/jobs", "POST", vcjob("live-job", queue="dev").encode())
         assert accepted == {"accepted": ["default/live-job"]}
         while _call(f"{base}/jobs/default/live-job")["phase"] != "Running":
@@ -152,9 +170,6 @@ def test_tidegate_serve_schedules_on_the_wall_clock(tmp_path: Path) -> None:
             time.sleep(0.1)
         patched = _call(f"{base}/queues/dev", "PATCH", json.dumps({"spec": {"weight": 10}}).encode())
         assert patched["spec"]["weight"] == 10
-    finally:
-        server.terminate()
-        server.wait(timeout=10)
     assert (tmp_path / "tidegate.db").is_file()  # state lives in the current directory unless told
     assert "state lives in sqlite:///tidegate.db" in log.read_text()
 
@@ -198,33 +213,88 @@ def test_tidegate_serve_refuses_an_unusable_token_file(tmp_path: Path, content: 
 
 def test_tidegate_serve_with_a_token_file_refuses_calls_without_the_token(tmp_path: Path) -> None:
     (tmp_path / "token").write_text("s3cret\n")
-    port = _free_port()
-    base = f"http://127.0.0.1:{port}"
-    command = [sys.executable, "-m", "tidegate.cli.main", "serve", str(SEED), "--port", str(port)]
-    log = tmp_path / "serve.log"
-    with log.open("wb") as output:
-        server = subprocess.Popen(
-            [*command, "--store", "memory", "--token-file", str(tmp_path / "token")],
-            stdout=output,
-            stderr=subprocess.STDOUT,
-        )
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                assert _call(f"{base}/healthz")["ok"]  # open: a liveness probe carries no token
-                break
-            except (urllib.error.URLError, ConnectionError):
-                assert server.poll() is None, log.read_text()
-                assert time.monotonic() < deadline, "tidegate serve did not answer in 30 s"
-                time.sleep(0.2)
+    with _serving(tmp_path, "--store", "memory", "--token-file", str(tmp_path / "token")) as (base, _):
         with pytest.raises(urllib.error.HTTPError) as refused:
             _call(f"{base}/queues")
         assert refused.value.code == 401
         refused.value.close()
-        request = urllib.request.Request(f"{base}/queues", headers={"Authorization": "Bearer s3cret"})
-        with urllib.request.urlopen(request, timeout=5) as response:
-            assert [q["name"] for q in json.loads(response.read())]
-    finally:
-        server.terminate()
-        server.wait(timeout=10)
+        assert [q["name"] for q in _call(f"{base}/queues", token="s3cret")]
+
+
+def test_tidegate_serve_speaks_https_with_a_certificate_and_key(tmp_path: Path) -> None:
+    authority = trustme.CA()
+    issued = authority.issue_cert("127.0.0.1")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    issued.cert_chain_pems[0].write_to_path(str(cert))
+    issued.private_key_pem.write_to_path(str(key))
+    trusting = ssl.create_default_context()
+    authority.configure_trust(trusting)
+    options = ("--store", "memory", "--tls-cert-file", str(cert), "--tls-private-key-file", str(key))
+    with _serving(tmp_path, *options, tls=trusting) as (base, log):
+        assert base.startswith("https://")
+        assert [q["name"] for q in _call(f"{base}/queues", tls=trusting)]
+        with pytest.raises(urllib.error.URLError):  # a client that does not trust the certificate
+            _call(f"{base}/queues", tls=ssl.create_default_context())
+        with pytest.raises((urllib.error.URLError, ConnectionError)):  # plain HTTP is not served
+            _call(base.replace("https://", "http://") + "/healthz")
+    assert f"API on {base}" in log.read_text()
+
+
+@pytest.mark.parametrize(
+    ("token", "tls", "warning"),
+    [
+        (False, False, "has no authentication"),
+        (False, True, "has no authentication"),
+        (True, False, "is plain HTTP: its bearer token crosses the network readable"),
+        (True, True, ""),
+    ],
+)
+def test_serving_another_address_warns_of_what_is_open(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, token: bool, tls: bool, warning: str
+) -> None:
+    import uvicorn
+
+    served: list[dict[str, Any]] = []
+    monkeypatch.setattr(uvicorn, "run", lambda app, **options: served.append(options))
+    options = ["--store", "memory", "--host", "0.0.0.0"]
+    if token:
+        (tmp_path / "token").write_text("s3cret")
+        options += ["--token-file", str(tmp_path / "token")]
+    if tls:
+        issued = trustme.CA().issue_cert("tidegate.example")
+        issued.cert_chain_pems[0].write_to_path(str(tmp_path / "cert.pem"))
+        issued.private_key_pem.write_to_path(str(tmp_path / "key.pem"))
+        options += ["--tls-cert-file", str(tmp_path / "cert.pem"), "--tls-private-key-file", str(tmp_path / "key.pem")]
+    result = CliRunner().invoke(app, ["serve", str(SEED), *options])
+    assert result.exit_code == 0, result.output
+    assert warning in result.output
+    if not warning:
+        assert "no authentication" not in result.output and "plain HTTP" not in result.output
+    ((run,),) = [served]
+    assert run["host"] == "0.0.0.0" and (run["ssl_certfile"] is not None) == tls
+
+
+@pytest.mark.parametrize(
+    ("given", "message"),
+    [
+        (("--tls-cert-file", "cert.pem"), "--tls-cert-file needs --tls-private-key-file"),
+        (("--tls-private-key-file", "key.pem"), "--tls-private-key-file needs --tls-cert-file"),
+        (
+            ("--tls-cert-file", "missing.pem", "--tls-private-key-file", "key.pem"),
+            "--tls-cert-file missing.pem: No such file",
+        ),
+        (
+            ("--tls-cert-file", "cert.pem", "--tls-private-key-file", "key.pem"),
+            "--tls-cert-file cert.pem with --tls-private-key-file key.pem: not a PEM certificate and its private key",
+        ),
+    ],
+)
+def test_tidegate_serve_refuses_unusable_tls_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, given: tuple[str, ...], message: str
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "cert.pem").write_text("not a certificate\n")
+    (tmp_path / "key.pem").write_text("not a key\n")
+    result = CliRunner().invoke(app, ["serve", str(SEED), "--store", "memory", *given])
+    assert result.exit_code == 1
+    assert message in result.output

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ssl
 import threading
 import time
 from dataclasses import dataclass, field
@@ -66,6 +67,17 @@ def serve(
             "'Authorization: Bearer <token>'. Without it the API is open to whoever reaches the port.",
         ),
     ] = None,
+    tls_cert_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--tls-cert-file",
+            help="Serve HTTPS with this PEM certificate (chain), with --tls-private-key-file. Without them the "
+            "API speaks plain HTTP.",
+        ),
+    ] = None,
+    tls_private_key_file: Annotated[
+        Path | None, typer.Option("--tls-private-key-file", help="The PEM private key of --tls-cert-file.")
+    ] = None,
 ) -> None:
     """Run the live control plane: the cluster comes from the manifests, jobs through the API (see docs/live.md)."""
     import uvicorn  # the web stack loads only when serving: the other commands start faster
@@ -76,6 +88,7 @@ def serve(
     console, err = Console(), Console(stderr=True)
     try:
         token = read_token(token_file) if token_file is not None else None
+        tls = check_tls(tls_cert_file, tls_private_key_file)
     except ValueError as exc:
         fail(err, [exc])
         raise typer.Exit(1) from exc
@@ -83,6 +96,8 @@ def serve(
         warn(
             err, [f"the API on {host} has no authentication: anyone who reaches it can submit and patch (--token-file)"]
         )
+    elif tls is None and host not in LOOPBACK:
+        warn(err, [f"the API on {host} is plain HTTP: its bearer token crosses the network readable (--tls-cert-file)"])
     ms = load_manifests(paths)
     warn(err, ms.warnings)
     clock = WallClock(start=time.time())
@@ -105,7 +120,7 @@ def serve(
     threading.Thread(target=clock.run, name="tidegate-cycles", daemon=True).start()
     console.print(
         f"tidegate: {len(plane.nodes)} nodes, {len(plane.queues)} queues, {len(plane.jobs)} jobs; "
-        f"a cycle every {period:g} s; API on http://{host}:{port}",
+        f"a cycle every {period:g} s; API on {'https' if tls else 'http'}://{host}:{port}",
         highlight=False,
     )
     where = f"in {opened.where}" if opened is not None else "in memory only (a restart forgets it)"
@@ -119,7 +134,9 @@ def serve(
             highlight=False,
         )
     try:
-        uvicorn.run(create_app(plane, token), host=host, port=port, log_level="warning")
+        cert, key = tls or (None, None)
+        app = create_app(plane, token)
+        uvicorn.run(app, host=host, port=port, log_level="warning", ssl_certfile=cert, ssl_keyfile=key)
     finally:
         plane.stop()
         if opened is not None:
@@ -138,6 +155,33 @@ class ServedFleet:
     scenario: str = ""
     #: What is not served, to warn of.
     notes: list[str] = field(default_factory=list)
+
+
+def check_tls(cert: Path | None, key: Path | None) -> tuple[str, str] | None:
+    """The certificate and key files to serve HTTPS with (None: plain HTTP), loaded once here so a bad one is
+    refused before serving. Raises ValueError naming the option and file."""
+    if cert is None and key is None:
+        return None
+    if cert is None or key is None:
+        given, missing = (
+            ("--tls-cert-file", "--tls-private-key-file")
+            if key is None
+            else ("--tls-private-key-file", "--tls-cert-file")
+        )
+        raise ValueError(f"{given} needs {missing}")
+    for option, path in (("--tls-cert-file", cert), ("--tls-private-key-file", key)):
+        try:
+            path.read_bytes()
+        except OSError as exc:
+            raise ValueError(f"{option} {path}: {exc.strerror or exc}") from exc
+    try:
+        ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(cert, key)
+    except ssl.SSLError as exc:
+        raise ValueError(
+            f"--tls-cert-file {cert} with --tls-private-key-file {key}: not a PEM certificate and its private key "
+            f"({exc.reason or exc})"
+        ) from exc
+    return str(cert), str(key)
 
 
 def read_token(path: Path) -> str:
