@@ -157,6 +157,25 @@ def test_a_restarted_control_plane_continues_exactly(store: Store) -> None:
     assert seen(third) == seen(after)
 
 
+def test_a_pod_nominated_by_reclaim_keeps_its_node_across_a_restart(store: Store) -> None:
+    p, clock = start(store)
+    p.submit(batch(*(vcjob(f"d{i}", gpus=4, policies=RESTART_ON_EVICTION) for i in range(2))))
+    p.cycle()
+    p.submit(vcjob("urgent", "prod", gpus=4))
+    p.cycle()  # reclaim evicts a dev job; urgent's pod is nominated to the node it leaves
+    (pod,) = p.jobs["default/urgent"].pods
+    assert pod.nominated_node_name in ("n1", "n2") and not pod.node_name
+    assert p.job_view("default/urgent")["pods"][0]["nominated_node"] == pod.nominated_node_name
+    after, _ = start(store, at=clock.now())
+    assert after.jobs["default/urgent"].pods == [pod]
+    assert list(after.core.ssn.pipelined) == [pod.key]  # the scheduler holds the node's room for it
+    after.cycle()
+    (bound,) = after.jobs["default/urgent"].pods
+    assert bound.node_name == pod.nominated_node_name and not bound.nominated_node_name
+    third, _ = start(store, at=clock.now())
+    assert third.jobs["default/urgent"].pods == [bound] and not third.core.ssn.pipelined
+
+
 def test_a_cycle_that_changes_nothing_writes_nothing(store: Store) -> None:
     p, _ = start(store)
     p.submit(batch(*(vcjob(f"j{i}", gpus=4) for i in range(3))))
@@ -255,7 +274,7 @@ def test_a_store_of_a_newer_schema_is_refused(store: Store) -> None:
     with store.engine.begin() as conn:
         conn.execute(meta.update().where(meta.c.name == "schema_version").values(value="99"))
     newer = Store(store.url)
-    with pytest.raises(StoreError, match=r"schema version 99; this tidegate reads up to 2"):
+    with pytest.raises(StoreError, match=r"schema version 99; this tidegate reads up to 3"):
         newer.load()
     newer.close()
     with pytest.raises(StoreError, match=r"store nosuch://"):
@@ -266,15 +285,18 @@ def test_a_store_of_schema_version_1_is_brought_up_to_date_and_its_jobs_kept(sto
     p, _ = start(store)
     p.submit(vcjob("first"))
     p.cycle()
-    with store.engine.begin() as conn:  # as a version-1 store was written: no queue column
+    with store.engine.begin() as conn:  # as a version-1 store was written: no queue column, no nominations
         conn.execute(text("ALTER TABLE jobs DROP COLUMN queue"))
         conn.execute(meta.update().where(meta.c.name == "schema_version").values(value="1"))
+        for key, pods in conn.execute(select(jobs_table.c.key, jobs_table.c.pods)).all():
+            old_pods = [pod[:4] for pod in pods]
+            conn.execute(jobs_table.update().where(jobs_table.c.key == key).values(pods=old_pods))
     store.close()
     old = Store(store.url)
     again, _ = start(old)
     assert again.jobs["default/first"].phase is JobPhase.RUNNING and again.jobs["default/first"].group.queue == "dev"
     with old.engine.connect() as conn:
-        assert conn.execute(select(meta.c.value).where(meta.c.name == "schema_version")).scalar_one() == "2"
+        assert conn.execute(select(meta.c.value).where(meta.c.name == "schema_version")).scalar_one() == "3"
         assert conn.execute(select(jobs_table.c.queue)).scalars().all() == [""]
     again.submit(vcjob("second"))
     with old.engine.connect() as conn:

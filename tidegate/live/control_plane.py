@@ -65,7 +65,7 @@ from tidegate.model.objects import (
 )
 from tidegate.model.validation import validate
 from tidegate.scheduler.online import OnlineScheduler
-from tidegate.scheduler.snapshot import Decisions
+from tidegate.scheduler.snapshot import Decisions, Pipeline
 from tidegate.store import Batch, JobState, PodState, Saved, StoredJob, StoreError
 
 if TYPE_CHECKING:
@@ -166,6 +166,8 @@ class ControlPlane(PlaneViews, FleetHosting):
         self._dirty_queues = Marked()
         self._new_batches: list[Batch] = []
         self._saved_events: dict[str, int] = {}  # job key -> events already in the store
+        #: Jobs with pods nominated to a node (pipelined) after the last cycle.
+        self._nominated: set[str] = set()
         self.burst = burst
         self._tree = QueueTree(queues)
         self._autoscale_timer: Timer | None = None
@@ -318,6 +320,7 @@ class ControlPlane(PlaneViews, FleetHosting):
                 placed.setdefault(self._pod_job[bind.pod], {})[bind.pod] = (bind.node, bind.gpu_indices)
             for key, binds in placed.items():
                 self._bind(self.jobs[key], binds, now)
+            self._nominate(decisions.pipelined)
             for key, info in self.core.waiting.items():
                 job = self.jobs[key]
                 if not job.waiting:
@@ -623,6 +626,25 @@ class ControlPlane(PlaneViews, FleetHosting):
             job.events.append((now, f"started on {', '.join(sorted({p.node_name for p in job.pods if p.node_name}))}"))
         self._dirty.add(job.key)
 
+    def _nominate(self, pipelined: Sequence[Pipeline]) -> None:
+        """Pods pipelined to a node show (and store) it as their nominated node, so a restart holds its room
+        for them; a nomination the scheduler dropped is cleared."""
+        nominated = {p.pod: p for p in pipelined}
+        now = {self._pod_job[key] for key in nominated}
+        for key in self._nominated | now:
+            job = self.jobs.get(key)
+            if job is None:
+                continue
+            for i, pod in enumerate(job.pods):
+                if pod.node_name:
+                    continue
+                found = nominated.get(pod.key)
+                node, cards = (found.node, found.gpu_indices) if found is not None else ("", ())
+                if (pod.nominated_node_name, pod.gpu_indices) != (node, cards):
+                    job.pods[i] = replace(pod, nominated_node_name=node, gpu_indices=cards)
+                    self._dirty.add(key)
+        self._nominated = now
+
     def _unbind(self, pod: Pod) -> None:
         if pod.node_name:
             pods = self._node_pods.get(pod.node_name)
@@ -688,7 +710,9 @@ def _folder_batch(workloads: ManifestSet) -> Batch:
 
 def _state(job: LiveJob) -> JobState:
     """What the store keeps of a job besides its batch and events."""
-    pods = tuple(PodState(pod.key, pod.phase.value, pod.node_name, pod.gpu_indices) for pod in job.pods)
+    pods = tuple(
+        PodState(pod.key, pod.phase.value, pod.node_name, pod.gpu_indices, pod.nominated_node_name) for pod in job.pods
+    )
     return JobState(
         job.key,
         job.batch,
@@ -708,7 +732,13 @@ def _restored_pod(pod: Pod, state: PodState | None) -> Pod:
     """A pod rebuilt from its template, as it was stored (on its node with its cards, or finished)."""
     if state is None:
         return pod
-    return replace(pod, phase=PodPhase(state.phase), node_name=state.node, gpu_indices=state.gpu_indices)
+    return replace(
+        pod,
+        phase=PodPhase(state.phase),
+        node_name=state.node,
+        gpu_indices=state.gpu_indices,
+        nominated_node_name=state.nominated,
+    )
 
 
 def _misplaced(ms: ManifestSet) -> list[ManifestError]:

@@ -65,10 +65,14 @@ class LiveJob:
         return self.phase in (JobPhase.PENDING, JobPhase.INQUEUE)
 
     def overflow_to(self, queue: str) -> None:
-        """The job goes to the burst queue: its pods, pending or running, tolerate the cloud nodes' taint."""
+        """The job goes to the burst queue: its pods, pending or running, tolerate the cloud nodes' taint; a
+        pending pod's nomination (room reclaimed for it in its queue) is dropped."""
         self.group = replace(self.group, queue=queue)
         self.template = tuple(burstable(pod) for pod in self.template)
-        self.pods = [burstable(pod) for pod in self.pods]
+        self.pods = [
+            burstable(pod if pod.node_name else replace(pod, nominated_node_name="", gpu_indices=()))
+            for pod in self.pods
+        ]
 
     def back_home(self) -> None:
         """A waiting job goes back to the queue and pods it was submitted with."""

@@ -76,6 +76,7 @@ class PlaneViews:
                         "name": pod.key,
                         "phase": pod.phase.value,
                         "node": pod.node_name,
+                        "nominated_node": pod.nominated_node_name,
                         "gpu_index": gpu_index(pod.gpu_indices),
                     }
                     for pod in job.pods

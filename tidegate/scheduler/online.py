@@ -32,8 +32,9 @@ class OnlineScheduler:
         resources: Collection[str] = (),
         report_waiting: bool = True,
     ) -> None:
-        """With `report_waiting` False a cycle's decisions list only the groups it placed (not every
-        waiting one, which costs a long queue's length each cycle); ask `pending_reason` instead."""
+        """With `report_waiting` False a cycle's decisions list only the groups it placed or whose pods are
+        pipelined (not every waiting one, which costs a long queue's length each cycle); ask
+        `pending_reason` instead."""
         self.config = config or SchedulerConfiguration()
         unknown = [name for name in self.config.actions if name not in ACTIONS]
         if unknown:
@@ -118,7 +119,12 @@ class OnlineScheduler:
             ACTIONS[name].execute(ssn)
         allocated = [task for task in ssn.allocation_log if task.status is TaskStatus.ALLOCATED]
         placed = {id(task.job): task.job for task in allocated}
-        decisions = decide_jobs(ssn, list(self.waiting.values()) if self.report_waiting else placed.values())
+        if self.report_waiting:
+            reported: Iterable[JobInfo] = list(self.waiting.values())
+        else:
+            nominated = {id(task.job): task.job for task in ssn.pipelined.values()}
+            reported = (placed | nominated).values() if nominated else placed.values()
+        decisions = decide_jobs(ssn, reported)
         for task in allocated:
             task.job.set_status(task, TaskStatus.RUNNING)
         if placed:

@@ -23,12 +23,14 @@ class Batch:
 
 @dataclass(frozen=True, slots=True)
 class PodState:
-    """One pod as it is now: bound to `node` with `gpu_indices` while Running; Pending has no node."""
+    """One pod as it is now: bound to `node` with `gpu_indices` while Running; Pending has no node, but may be
+    `nominated` to one (pipelined: the node's room, and `gpu_indices` on it, held for it)."""
 
     key: str
     phase: str
     node: str = ""
     gpu_indices: tuple[int, ...] = ()
+    nominated: str = ""
 
 
 @dataclass(frozen=True, slots=True)

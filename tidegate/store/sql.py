@@ -44,11 +44,12 @@ from tidegate.store.records import Batch, EventRow, JobState, PodState, Saved, S
 
 #: Bumped when the tables change; a store written by a newer tidegate is refused rather than misread, an
 #: older one is brought up to date (`MIGRATIONS`) when it is opened.
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 #: The statements that bring a store of version N - 1 to version N (each portable SQL: SQLite and PostgreSQL;
 #: a new table needs none, `create_all` makes it).
 MIGRATIONS: dict[int, tuple[str, ...]] = {
     2: ("ALTER TABLE jobs ADD COLUMN queue VARCHAR(256) NOT NULL DEFAULT ''",),
+    3: (),  # a pod in `jobs.pods` may carry a fifth item, the node it is nominated to (none before)
 }
 
 metadata = MetaData()
@@ -236,13 +237,15 @@ def _job_values(state: JobState) -> dict[str, Any]:
         "queued_since": state.queued_since,
         "started": state.started,
         "finished": state.finished,
-        "pods": [[pod.key, pod.phase, pod.node, list(pod.gpu_indices)] for pod in state.pods],
+        "pods": [[pod.key, pod.phase, pod.node, list(pod.gpu_indices), pod.nominated] for pod in state.pods],
         "queue": state.queue,
     }
 
 
 def _job_state(row: Any) -> JobState:
-    pods = tuple(PodState(key, phase, node, tuple(cards)) for key, phase, node, cards in row.pods)
+    pods = tuple(
+        PodState(key, phase, node, tuple(cards), *nominated) for key, phase, node, cards, *nominated in row.pods
+    )
     return JobState(
         row.key,
         row.batch,
