@@ -18,6 +18,9 @@ from kubernetes import client, config
 HOME = Path(os.environ.get("KAS_HOME", Path.home() / ".cache" / "kube-apiserver-1.20.2"))
 BIN = HOME / "bin"
 TOKEN = "test-token"
+#: Under `rbac`, the token of the service account tidegate's deploy/kube/rbac.yaml grants its rules to.
+SCHEDULER_TOKEN = "scheduler-token"
+SCHEDULER_ACCOUNT = "system:serviceaccount:kube-system:tidegate-scheduler"
 
 
 def _free_port() -> int:
@@ -39,11 +42,15 @@ def binaries_or_skip() -> None:
 
 
 @contextmanager
-def kube_apiserver(tmp: Path) -> Iterator[Path]:
-    """Start etcd and kube-apiserver under `tmp`; yield a kubeconfig's path; stop both."""
+def kube_apiserver(tmp: Path, rbac: bool = False) -> Iterator[Path]:
+    """Start etcd and kube-apiserver under `tmp`; yield an administrator's kubeconfig's path; stop both.
+
+    With `rbac` the API server authorizes by RBAC (else it allows everything), and `SCHEDULER_TOKEN`
+    authenticates as the service account `SCHEDULER_ACCOUNT` (see `user_kubeconfig`)."""
     binaries_or_skip()
     etcd_client, etcd_peer, api_port = _free_port(), _free_port(), _free_port()
-    (tmp / "tokens.csv").write_text(f"{TOKEN},admin,admin,system:masters\n")
+    accounts = f'{SCHEDULER_TOKEN},{SCHEDULER_ACCOUNT},scheduler,"system:serviceaccounts,system:authenticated"\n'
+    (tmp / "tokens.csv").write_text(f"{TOKEN},admin,admin,system:masters\n" + (accounts if rbac else ""))
     subprocess.run(["openssl", "genrsa", "-out", str(tmp / "sa.key"), "2048"], check=True, capture_output=True)
     etcd_url, peer_url = f"http://127.0.0.1:{etcd_client}", f"http://127.0.0.1:{etcd_peer}"
     logs = (tmp / "etcd.log").open("w"), (tmp / "apiserver.log").open("w")
@@ -67,7 +74,7 @@ def kube_apiserver(tmp: Path) -> Iterator[Path]:
             f"--secure-port={api_port}",
             f"--cert-dir={tmp / 'certs'}",
             f"--token-auth-file={tmp / 'tokens.csv'}",
-            "--authorization-mode=AlwaysAllow",
+            f"--authorization-mode={'RBAC' if rbac else 'AlwaysAllow'}",
             "--disable-admission-plugins=ServiceAccount",
             "--service-cluster-ip-range=10.96.0.0/24",
             f"--service-account-key-file={tmp / 'sa.key'}",
@@ -104,6 +111,12 @@ current-context: t
                 process.wait()
         for log in logs:
             log.close()
+
+
+def user_kubeconfig(kubeconfig: Path, token: str, path: Path) -> Path:
+    """A copy of the kubeconfig that authenticates with `token` instead."""
+    path.write_text(kubeconfig.read_text().replace(f"token: {TOKEN}", f"token: {token}"))
+    return path
 
 
 def _wait_for(path: Path, apiserver: subprocess.Popen[bytes], tmp: Path) -> Path:

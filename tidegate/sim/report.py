@@ -7,12 +7,9 @@ import html
 import io
 import json
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt
 import numpy as np
 from rich.table import Table
 
@@ -109,17 +106,28 @@ def _step(level: Level, end: float, points: int = 2000) -> tuple[np.ndarray, np.
     return grid / DAY, sampled
 
 
+def _pyplot() -> ModuleType:
+    """matplotlib's pyplot on the Agg canvas, loaded when a report is drawn: not by every tidegate command
+    (it costs a sixth of a second, and writes a cache a read-only container does not have)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
 def _png(fig: Any) -> str:
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=90, bbox_inches="tight")
-    plt.close(fig)
+    _pyplot().close(fig)
     return base64.b64encode(buffer.getvalue()).decode()
 
 
 def _figures(results: list[RunResult]) -> list[tuple[str, str]]:
     figures = []
     n = len(results)
-    fig, axes = plt.subplots(n, 1, figsize=(11, 2.6 * n), sharex=True, squeeze=False)
+    fig, axes = _pyplot().subplots(n, 1, figsize=(11, 2.6 * n), sharex=True, squeeze=False)
     for ax, result in zip(axes[:, 0], results, strict=True):
         sim, end = result.simulation, result.simulation.end
         for key, label in (
@@ -136,7 +144,7 @@ def _figures(results: list[RunResult]) -> list[tuple[str, str]]:
     axes[-1, 0].set_xlabel("day")
     figures.append(("GPU demand vs IDC and cloud allocation", _png(fig)))
 
-    fig, ax = plt.subplots(figsize=(11, 3.5))
+    fig, ax = _pyplot().subplots(figsize=(11, 3.5))
     for result in results:
         by_queue: dict[str, list[float]] = {}
         for job in result.simulation.jobs:
@@ -154,7 +162,7 @@ def _figures(results: list[RunResult]) -> list[tuple[str, str]]:
     ax.legend(fontsize=7)
     figures.append(("Queue wait CDF per queue", _png(fig)))
 
-    fig, (nodes_ax, spend_ax) = plt.subplots(1, 2, figsize=(11, 3.2))
+    fig, (nodes_ax, spend_ax) = _pyplot().subplots(1, 2, figsize=(11, 3.2))
     for result in results:
         sim, end = result.simulation, result.simulation.end
         for pool in sim.pools.values():
@@ -172,7 +180,7 @@ def _figures(results: list[RunResult]) -> list[tuple[str, str]]:
         ax.legend(fontsize=7)
     figures.append(("Cloud nodes and spend over time", _png(fig)))
 
-    fig, ax = plt.subplots(figsize=(11, 3.2))
+    fig, ax = _pyplot().subplots(figsize=(11, 3.2))
     labels: list[str] = []
     shares: list[float] = []
     for result in results:
@@ -197,7 +205,7 @@ def _data_figures(results: list[RunResult]) -> list[tuple[str, str]]:
     delays = [(r, sorted(r.summary.get("prefetch_delay_by_job", {}).values())) for r in results]
     if not links and not any(d for _, d in delays):
         return []
-    fig, (link_ax, delay_ax) = plt.subplots(1, 2, figsize=(11, 3.2))
+    fig, (link_ax, delay_ax) = _pyplot().subplots(1, 2, figsize=(11, 3.2))
     for result, name in links:
         sim, end = result.simulation, result.simulation.end
         x, y = _step(sim.meter[f"link_rate/{name}"], end)
