@@ -5,6 +5,9 @@ real kube-apiserver is in test_kube_apiserver.py."""
 from __future__ import annotations
 
 import copy
+import socket
+import urllib.error
+import urllib.request
 from typing import Any
 
 import pytest
@@ -13,7 +16,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from tidegate.fleet.burst import Burst
 from tidegate.kube import scheduler as kube_scheduler
-from tidegate.kube.metrics import SchedulerCollector
+from tidegate.kube.metrics import Heartbeat, SchedulerCollector, serve_metrics
 from tidegate.kube.reading import STALE_SLACK, ObjectCache
 from tidegate.kube.scheduler import ClusterScheduler
 from tidegate.model.expand import Workload, workload_from
@@ -292,6 +295,35 @@ spec: {weight: 1, parent: hybrid}
     text = generate_latest(registry).decode()
     assert "tidegate_scheduling_cycles_total 1.0" in text and "tidegate_pods_bound_total 0.0" in text
     assert 'volcano_queue_pending_jobs_duration_seconds{queue="dev"}' in text
+
+
+def test_metrics_and_healthz_are_served_and_a_stuck_loop_fails_healthz() -> None:
+    scheduler = ClusterScheduler(FakeApi(CLUSTER + "---" + pod("a", 2)))
+    scheduler.step(0.0)
+    now = [0.0]
+    heartbeat = Heartbeat(timeout=60.0, clock=lambda: now[0])
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = serve_metrics(scheduler, port, heartbeat, address="127.0.0.1")
+    base = f"http://127.0.0.1:{port}"
+    try:
+        with urllib.request.urlopen(f"{base}/metrics", timeout=5) as response:
+            assert "tidegate_pods_bound_total 1.0" in response.read().decode()
+        with urllib.request.urlopen(f"{base}/healthz", timeout=5) as response:
+            assert response.status == 200 and response.read() == b"ok\n"
+        now[0] = 61.0  # the loop has not gone round for a minute: stuck
+        with pytest.raises(urllib.error.HTTPError) as stuck:
+            urllib.request.urlopen(f"{base}/healthz", timeout=5)
+        assert stuck.value.code == 503 and b"has not gone round for 61 s" in stuck.value.read()
+        stuck.value.close()
+        heartbeat.beat()
+        with urllib.request.urlopen(f"{base}/healthz", timeout=5) as response:
+            assert response.status == 200
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert Heartbeat.for_period(1.0).timeout == 60.0 and Heartbeat.for_period(10.0).timeout == 200.0
 
 
 def test_a_bind_the_api_server_refuses_is_retried_from_what_it_says_next() -> None:

@@ -50,7 +50,13 @@ def kube(
     lock_namespace: Annotated[str, typer.Option("--lock-namespace", help="The Lease's namespace.")] = "kube-system",
     lock_name: Annotated[str, typer.Option("--lock-name", help="The Lease's name.")] = "tidegate-scheduler",
     metrics_port: Annotated[
-        int, typer.Option("--metrics-port", min=0, max=65535, help="Serve Prometheus /metrics on this port (0: off).")
+        int,
+        typer.Option(
+            "--metrics-port",
+            min=0,
+            max=65535,
+            help="Serve Prometheus /metrics and the liveness probe /healthz on this port (0: off).",
+        ),
     ] = 0,
 ) -> None:
     """Schedule a Kubernetes cluster: bind its Volcano PodGroups' pods, write their status (see docs/kube.md)."""
@@ -60,7 +66,7 @@ def kube(
 
         from tidegate.kube.api import KubeApi
         from tidegate.kube.lease import Lease
-        from tidegate.kube.metrics import serve_metrics
+        from tidegate.kube.metrics import Heartbeat, serve_metrics
         from tidegate.kube.scheduler import ClusterScheduler
     except ImportError as exc:
         fail(err, [f"{exc}: install the Kubernetes client with pip install 'tidegate[kube]'"])
@@ -86,14 +92,16 @@ def kube(
     if leader_elect:
         identity = f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
         lease = Lease(client.CoordinationV1Api(api.client), lock_namespace, lock_name, identity)
+    heartbeat = Heartbeat.for_period(period)
     if metrics_port:
-        serve_metrics(scheduler, metrics_port)
-        console.print(f"tidegate: metrics on http://0.0.0.0:{metrics_port}/metrics")
+        serve_metrics(scheduler, metrics_port, heartbeat)
+        console.print(f"tidegate: metrics on http://0.0.0.0:{metrics_port}/metrics, liveness at /healthz")
     console.print(f"tidegate: scheduling pods of schedulerName {scheduler_name}, a cycle every {period:g} s")
     done, led = 0, False
     try:
         while True:
             started = time.monotonic()
+            heartbeat.beat()
             if lease is not None and not lease.hold():
                 if led:
                     err.print(f"lost the lease {lock_namespace}/{lock_name}: stopping", highlight=False)

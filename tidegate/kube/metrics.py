@@ -1,15 +1,48 @@
-"""Prometheus metrics of `tidegate kube`, read from the scheduler at each scrape."""
+"""Prometheus metrics of `tidegate kube`, read from the scheduler at each scrape, and its liveness."""
 
 from __future__ import annotations
 
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
+from socketserver import ThreadingMixIn
+from typing import Any
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
-from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client import CollectorRegistry, make_wsgi_app
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from tidegate.kube.scheduler import ClusterScheduler
+
+#: Seconds without a turn of the scheduling loop after which /healthz says it is stuck (at least; see
+#: `Heartbeat.for_period`).
+STUCK_SECONDS = 60.0
+
+
+class Heartbeat:
+    """When the scheduling loop last went round (leading or standing by): a loop stuck longer than
+    `timeout` seconds (a write that never returns, say) fails /healthz, so its kubelet restarts it and a
+    standby replica takes the Lease over."""
+
+    def __init__(self, timeout: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self.timeout, self.clock = timeout, clock
+        self.last = clock()
+
+    @classmethod
+    def for_period(cls, period: float) -> Heartbeat:
+        """A heartbeat for a loop of `period` seconds: stuck after 20 periods, and never under a minute."""
+        return cls(max(STUCK_SECONDS, 20 * period))
+
+    def beat(self) -> None:
+        self.last = self.clock()
+
+    def check(self) -> tuple[bool, str]:
+        """Whether the loop is alive, and what /healthz answers."""
+        quiet = self.clock() - self.last
+        if quiet > self.timeout:
+            return False, f"the scheduling loop has not gone round for {quiet:.0f} s (limit {self.timeout:g} s)\n"
+        return True, "ok\n"
 
 
 class SchedulerCollector(Collector):
@@ -46,8 +79,31 @@ class SchedulerCollector(Collector):
         yield from (pending, cycles, quiet, bound, evicted, step, problems, failed)
 
 
-def serve_metrics(scheduler: ClusterScheduler, port: int, address: str = "0.0.0.0") -> None:
-    """Export the scheduler's metrics at http://address:port/metrics from a background thread."""
+class _Server(ThreadingMixIn, WSGIServer):
+    daemon_threads = True
+
+
+class _QuietHandler(WSGIRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        """Scrapes and probes are not logged."""
+
+
+def serve_metrics(
+    scheduler: ClusterScheduler, port: int, heartbeat: Heartbeat | None = None, address: str = "0.0.0.0"
+) -> WSGIServer:
+    """Serve the scheduler's metrics at http://address:port/metrics and, with a heartbeat, its liveness at
+    /healthz (200, or 503 saying why), from a background thread. Returns the server (`shutdown` stops it)."""
     registry = CollectorRegistry()
     registry.register(SchedulerCollector(scheduler))
-    start_http_server(port, address, registry=registry)
+    metrics = make_wsgi_app(registry)
+
+    def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        if environ.get("PATH_INFO") != "/healthz" or heartbeat is None:
+            return metrics(environ, start_response)  # type: ignore[no-any-return]
+        ok, text = heartbeat.check()
+        start_response("200 OK" if ok else "503 Service Unavailable", [("Content-Type", "text/plain")])
+        return [text.encode()]
+
+    server = make_server(address, port, app, _Server, _QuietHandler)
+    threading.Thread(target=server.serve_forever, name="tidegate-metrics", daemon=True).start()
+    return server
