@@ -148,7 +148,7 @@ def test_a_gang_is_bound_whole_on_the_idc_with_its_cards_and_its_podgroup_runs(
     assert decisions.binds == [] and scheduler.problems == []
 
 
-def test_a_gang_that_cannot_fit_stays_unbound_and_its_podgroup_says_why(
+def test_a_gang_that_cannot_fit_stays_unbound_and_its_podgroup_and_pods_say_why(
     api: KubeApi, cluster: tuple[client.CoreV1Api, Any, str]
 ) -> None:
     core, custom, namespace = cluster
@@ -165,6 +165,19 @@ def test_a_gang_that_cannot_fit_stays_unbound_and_its_podgroup_says_why(
     assert status["phase"] == "Inqueue"
     (condition,) = status["conditions"]
     assert condition["type"] == "Unschedulable" and condition["message"]
+    for name in ("big-0", "big-1"):  # each pod too, as cluster autoscalers and kubectl describe read it
+        (scheduled,) = [
+            c for c in core.read_namespaced_pod(name, namespace).status.conditions or [] if c.type == "PodScheduled"
+        ]
+        assert (scheduled.status, scheduled.reason, scheduled.message) == (
+            "False",
+            "Unschedulable",
+            condition["message"],
+        )
+        events = core.list_namespaced_event(namespace, field_selector=f"involvedObject.name={name}").items
+        assert [(e.type, e.reason, e.message, e.source.component) for e in events] == [
+            ("Warning", "FailedScheduling", condition["message"], "tidegate")
+        ]
 
 
 def test_tidegate_kube_schedules_the_cluster_from_the_command_line(

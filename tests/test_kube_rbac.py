@@ -132,6 +132,11 @@ def test_tidegate_kube_schedules_under_its_rbac_rules_and_may_do_little_else(kub
         assert _eventually(moved)
         late = custom.get_namespaced_custom_object(GROUP, VERSION, NAMESPACE, "podgroups", "late")
         assert late["spec"]["queue"] == "burst-cloud"
+        # the cloud node has no room for it either: the pod says why it waits (pods/status, events)
+        conditions = core.read_namespaced_pod("late-0", NAMESPACE).status.conditions or []
+        assert [(c.type, c.status, c.reason) for c in conditions] == [("PodScheduled", "False", "Unschedulable")]
+        events = core.list_namespaced_event(NAMESPACE, field_selector="involvedObject.name=late-0").items
+        assert events and {e.reason for e in events} == {"FailedScheduling"}
 
         api.evict(NAMESPACE, "solo")  # what preempt and reclaim do: delete the pod (its kubelet would stop it)
         assert core.read_namespaced_pod("solo", NAMESPACE).metadata.deletion_timestamp is not None

@@ -77,6 +77,7 @@ class FakeApi:
         self.binds: list[tuple[str, str, str]] = []
         self.statuses: list[tuple[str, str, str]] = []
         self.evicted: list[str] = []
+        self.unschedulable: list[tuple[str, str]] = []
 
     def add(self, text: str) -> None:
         self.docs += [d for d in yaml.safe_load_all(text) if d]
@@ -105,6 +106,11 @@ class FakeApi:
         self.docs.remove(self._find("Pod", pod))
         self.evicted.append(pod)
 
+    def set_pod_unschedulable(self, namespace: str, pod: str, message: str) -> None:
+        condition = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message}
+        self._find("Pod", pod).setdefault("status", {})["conditions"] = [condition]
+        self.unschedulable.append((pod, message))
+
     def overflow(self, namespace: str, group: str, queue: str, pods: list[str]) -> None:
         for name in pods:
             self._tolerate_cloud(name)
@@ -127,6 +133,24 @@ def test_a_gang_is_bound_whole_with_its_cards_and_its_podgroup_marked_running() 
     assert api.statuses == [("train", "Running", "")]
     scheduler.step(1.0)  # read back bound: nothing is bound again, nothing rewritten
     assert len(api.binds) == 2 and len(api.statuses) == 1
+
+
+def test_waiting_pods_say_why_once_until_the_reason_changes_or_they_wait_anew() -> None:
+    api = FakeApi(CLUSTER + "---" + group("big", 2) + "---" + pod("big-0", 4, "big") + "---" + pod("big-1", 4, "big"))
+    api.add(pod("solo", 8))  # a bare pod too big for any node
+    scheduler = ClusterScheduler(api)
+    scheduler.step(0.0)
+    written = dict(api.unschedulable)
+    assert set(written) == {"big-0", "big-1", "solo"} and all(written.values())
+    assert scheduler.core is not None and written["big-0"] == scheduler.core.pending_reason("default/big")
+    condition = api._find("Pod", "solo")["status"]["conditions"][0]
+    assert (condition["type"], condition["status"], condition["reason"]) == ("PodScheduled", "False", "Unschedulable")
+    scheduler.step(1.0)
+    scheduler.step(2.0)
+    assert len(api.unschedulable) == 3  # the same reason is not written again
+    api.docs.remove(api._find("Pod", "big-1"))  # the gang is short of a pod now: a new reason
+    scheduler.step(3.0)
+    assert [p for p, _ in api.unschedulable[3:]] == ["big-0"] and api.unschedulable[3][1] != written["big-0"]
 
 
 def test_a_gang_that_does_not_fit_is_not_bound_at_all_and_says_why() -> None:
@@ -218,8 +242,9 @@ def test_only_groups_whose_objects_changed_are_expanded_and_handed_again(monkeyp
     assert sorted(expanded) == ["g-0", "g-1", "p0", "p1", "p2"]
     bound = [p for p, _, _ in api.binds]
     assert len(bound) == 4  # one of the five GPUs asked for does not fit on idc-0
-    scheduler.step(1.0)  # the bound pods are read with their nodes
-    assert sorted(expanded[5:]) == sorted(bound)
+    scheduler.step(1.0)  # the bound pods are read with their nodes, the one waiting with why it waits
+    (waiting,) = {"g-0", "g-1", "p0", "p1", "p2"} - set(bound)
+    assert sorted(expanded[5:]) == sorted([*bound, waiting])
     expanded.clear()
     done = next(p for p in ("p0", "p1", "p2") if p in bound)
     api._find("Pod", done)["status"]["phase"] = "Succeeded"

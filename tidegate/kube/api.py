@@ -23,6 +23,8 @@ from tidegate.model.manifests import QUEUE_NAME_ANNOTATION
 from tidegate.model.objects import GPU_INDEX_ANNOTATION, TaintEffect
 
 VOLCANO_GROUP, VOLCANO_VERSION = "scheduling.volcano.sh", "v1beta1"
+#: The component named as the source of the events tidegate records.
+EVENT_SOURCE = "tidegate"
 #: Seconds a first read waits for the watches' first listings.
 SYNC_SECONDS = 60.0
 
@@ -49,6 +51,11 @@ class ClusterApi(Protocol):
 
     def evict(self, namespace: str, pod: str) -> None:
         """Delete an evicted pod (its controller recreates it, as its job's policies say)."""
+        ...
+
+    def set_pod_unschedulable(self, namespace: str, pod: str, message: str) -> None:
+        """Say why a pod waits, as Volcano's and kube-scheduler's do: its `PodScheduled` condition False with
+        reason Unschedulable (what cluster autoscalers look for), and a `FailedScheduling` Warning event."""
         ...
 
     def overflow(self, namespace: str, group: str, queue: str, pods: list[str]) -> None:
@@ -163,6 +170,29 @@ class KubeApi:
         tolerations = json.loads(response.data).get("spec", {}).get("tolerations") or []
         if toleration not in tolerations:
             self.core.patch_namespaced_pod(pod, namespace, {"spec": {"tolerations": [*tolerations, toleration]}})
+
+    def set_pod_unschedulable(self, namespace: str, pod: str, message: str) -> None:
+        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        condition = {
+            "type": "PodScheduled",
+            "status": "False",
+            "reason": "Unschedulable",
+            "message": message,
+            "lastTransitionTime": now,
+        }
+        self.core.patch_namespaced_pod_status(pod, namespace, {"status": {"conditions": [condition]}})
+        event: Any = {  # a plain document: the client sends it as it is
+            "metadata": {"generateName": f"{pod}.", "namespace": namespace},
+            "involvedObject": {"apiVersion": "v1", "kind": "Pod", "namespace": namespace, "name": pod},
+            "reason": "FailedScheduling",
+            "message": message,
+            "type": "Warning",
+            "source": {"component": EVENT_SOURCE},
+            "firstTimestamp": now,
+            "lastTimestamp": now,
+            "count": 1,
+        }
+        self.core.create_namespaced_event(namespace, event)
 
     def evict(self, namespace: str, pod: str) -> None:
         try:

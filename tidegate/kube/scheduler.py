@@ -39,6 +39,7 @@ from tidegate.model.objects import (
     SchedulerConfiguration,
 )
 from tidegate.model.resources import Resources
+from tidegate.scheduler.info import TaskStatus
 from tidegate.scheduler.online import OnlineScheduler
 from tidegate.scheduler.snapshot import Bind, Decisions, Evict
 
@@ -113,6 +114,10 @@ class ClusterScheduler:
         self._declared: set[str] = set()
         self._bare: set[str] = set()
         self._written: dict[str, tuple[str, str]] = {}
+        #: Waiting pods' Unschedulable message as last written (`ClusterApi.set_pod_unschedulable`).
+        self._pods_written: dict[str, str] = {}
+        #: The pods of groups whose queue does not exist.
+        self._queueless_pods: dict[str, list[str]] = {}
         #: Groups moved to the burst queue (PodGroups, and bare pods' groups), and the queue each came from.
         self.overflowed: dict[str, str] = {}
         #: Groups whose queue does not exist (not handed to the scheduler), and so why they wait.
@@ -229,7 +234,7 @@ class ClusterScheduler:
             key: home for key, home in self.overflowed.items() if key in self._declared or key in self._bare
         }
         groups: dict[str, _Seen] = {}
-        self._queueless = {}
+        self._queueless, self._queueless_pods = {}, {}
         expanded: dict[str, _Expanded] = {}
         for key, pods in members.items():
             read = (declared.get(key), tuple(pods))
@@ -258,6 +263,7 @@ class ClusterScheduler:
         """Hand the group to the scheduler unless it has it as it is; a group whose queue does not exist waits."""
         if pods and group.queue not in queues:  # it waits for its queue, and says so
             self._queueless[group.key] = f"queue {group.queue} does not exist"
+            self._queueless_pods[group.key] = [pod.key for pod in pods if not pod.node_name]
         if not pods or group.queue not in queues:
             return
         seen = _seen(group, pods)
@@ -333,6 +339,32 @@ class ClusterScheduler:
                 _log.warning("writing the status of PodGroup %s failed: %s", key, failed)
             else:
                 self._written[key] = status
+        return failures + self._write_waiting_pods(core, wanted)
+
+    def _write_waiting_pods(self, core: OnlineScheduler, wanted: Mapping[str, tuple[str, str]]) -> int:
+        """Each pod of a waiting group that is not placed says why it waits (written when that changes, and
+        again once it has been placed and waits anew). Returns how many writes failed."""
+        waiting: dict[str, str] = {}
+        for key, (_, why) in wanted.items():
+            if not why:
+                continue
+            job = core.jobs.get(key)
+            pods = (
+                self._queueless_pods.get(key, [])
+                if job is None
+                else [task.key for task in job.tasks if task.status is TaskStatus.PENDING]
+            )
+            for pod in pods:
+                waiting[pod] = why
+        writes = [(pod, why) for pod, why in waiting.items() if self._pods_written.get(pod) != why]
+        self._pods_written = {pod: why for pod, why in self._pods_written.items() if pod in waiting}
+        failures = 0
+        for (pod, why), failed in zip(writes, _each(self._set_unschedulable, writes), strict=True):
+            if failed:
+                failures += 1
+                _log.warning("writing why pod %s waits failed: %s", pod, failed)
+            else:
+                self._pods_written[pod] = why
         return failures
 
     def _bind(self, item: tuple[Bind, str]) -> None:
@@ -343,6 +375,11 @@ class ClusterScheduler:
     def _evict(self, eviction: Evict) -> None:
         namespace, _, name = eviction.pod.partition("/")
         self.api.evict(namespace, name)
+
+    def _set_unschedulable(self, item: tuple[str, str]) -> None:
+        pod, why = item
+        namespace, _, name = pod.partition("/")
+        self.api.set_pod_unschedulable(namespace, name, why)
 
     def _set_status(self, item: tuple[str, tuple[str, str]]) -> None:
         key, (phase, reason) = item
