@@ -180,6 +180,25 @@ def test_a_gang_that_cannot_fit_stays_unbound_and_its_podgroup_and_pods_say_why(
         ]
 
 
+def test_a_nomination_is_written_to_the_pod_status_and_cleared(
+    api: KubeApi, cluster: tuple[client.CoreV1Api, Any, str]
+) -> None:
+    core, _, namespace = cluster
+    _pod(core, namespace, "waiting", 1, {})
+    api.nominate(namespace, "waiting", "idc-0")
+    assert core.read_namespaced_pod("waiting", namespace).status.nominated_node_name == "idc-0"
+    assert _eventually(lambda: _nominated(api, "waiting") == "idc-0")  # and the scheduler reads it back
+    api.nominate(namespace, "waiting", "")
+    assert core.read_namespaced_pod("waiting", namespace).status.nominated_node_name is None
+
+
+def _nominated(api: KubeApi, pod: str) -> str:
+    for doc in api.list_objects():
+        if doc["kind"] == "Pod" and doc["metadata"]["name"] == pod:
+            return str(doc.get("status", {}).get("nominatedNodeName", ""))
+    return ""
+
+
 def test_tidegate_kube_schedules_the_cluster_from_the_command_line(
     kubeconfig: Path, cluster: tuple[client.CoreV1Api, Any, str]
 ) -> None:

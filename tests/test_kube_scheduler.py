@@ -78,6 +78,7 @@ class FakeApi:
         self.statuses: list[tuple[str, str, str]] = []
         self.evicted: list[str] = []
         self.unschedulable: list[tuple[str, str]] = []
+        self.nominations: list[tuple[str, str]] = []
 
     def add(self, text: str) -> None:
         self.docs += [d for d in yaml.safe_load_all(text) if d]
@@ -105,6 +106,14 @@ class FakeApi:
     def evict(self, namespace: str, pod: str) -> None:
         self.docs.remove(self._find("Pod", pod))
         self.evicted.append(pod)
+
+    def nominate(self, namespace: str, pod: str, node: str) -> None:
+        status = self._find("Pod", pod).setdefault("status", {})
+        if node:
+            status["nominatedNodeName"] = node
+        else:
+            status.pop("nominatedNodeName", None)
+        self.nominations.append((pod, node))
 
     def set_pod_unschedulable(self, namespace: str, pod: str, message: str) -> None:
         condition = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message}
@@ -262,8 +271,7 @@ def test_objects_it_cannot_read_are_reported_and_the_rest_is_scheduled() -> None
     assert "kube-apiserver: document 3: Pod/bad" in problem and "nvidia.com/gpu" in problem
 
 
-def test_reclaim_deletes_the_borrowed_pod_and_the_next_cycle_binds_the_owner() -> None:
-    queues = """
+RECLAIMABLE_QUEUES = """
 apiVersion: scheduling.volcano.sh/v1beta1
 kind: Queue
 metadata: {name: prod}
@@ -274,17 +282,26 @@ kind: Queue
 metadata: {name: dev}
 spec: {weight: 1, reclaimable: true}
 """
-    reclaiming = SchedulerConfiguration(
-        actions=("enqueue", "allocate", "reclaim", "backfill"),
-        tiers=(
-            Tier((PluginOption("priority"), PluginOption("gang"))),
-            Tier((PluginOption("predicates"), PluginOption("proportion"), PluginOption("nodeorder"))),
-        ),
-    )
-    idc = CLUSTER.split("---")[0]  # the IDC node alone: 4 GPUs
-    api = FakeApi(idc + "---" + queues + "---" + group("d0", 1, "dev") + "---" + pod("d0-0", 2, "d0"))
+RECLAIMING = SchedulerConfiguration(
+    actions=("enqueue", "allocate", "reclaim", "backfill"),
+    tiers=(
+        Tier((PluginOption("priority"), PluginOption("gang"))),
+        Tier((PluginOption("predicates"), PluginOption("proportion"), PluginOption("nodeorder"))),
+    ),
+)
+
+
+def _dev_borrowing_the_idc(api_type: type[FakeApi] = FakeApi) -> FakeApi:
+    """The IDC node alone (4 GPUs), dev's two jobs on it, prod's share idle."""
+    idc = CLUSTER.split("---")[0]
+    api = api_type(idc + "---" + RECLAIMABLE_QUEUES + "---" + group("d0", 1, "dev") + "---" + pod("d0-0", 2, "d0"))
     api.add(group("d1", 1, "dev") + "---" + pod("d1-0", 2, "d1"))
-    scheduler = ClusterScheduler(api, reclaiming)
+    return api
+
+
+def test_reclaim_deletes_the_borrowed_pod_and_the_next_cycle_binds_the_owner() -> None:
+    api = _dev_borrowing_the_idc()
+    scheduler = ClusterScheduler(api, RECLAIMING)
     scheduler.step(0.0)  # dev borrows prod's idle half
     assert sorted(p for p, _, _ in api.binds) == ["d0-0", "d1-0"]
     api.add(group("urgent", 1, "prod") + "---" + pod("urgent-0", 2, "urgent"))
@@ -292,6 +309,37 @@ spec: {weight: 1, reclaimable: true}
     assert len(api.evicted) == 1 and api.evicted[0].startswith("d") and decisions.evictions
     scheduler.step(2.0)  # the evicted pod is gone from the API server: its room is the owner's
     assert api.binds[-1][:2] == ("urgent-0", "idc-0")
+
+
+class GracefulApi(FakeApi):
+    """Evicted pods take their time to go (their grace period): they stay, Running, until `gone`."""
+
+    def evict(self, namespace: str, pod: str) -> None:
+        self.evicted.append(pod)
+
+    def gone(self) -> None:
+        for name in self.evicted:
+            self.docs.remove(self._find("Pod", name))
+
+
+def test_a_nomination_is_written_so_a_new_leader_waits_for_the_victim_instead_of_evicting_again() -> None:
+    api = _dev_borrowing_the_idc(GracefulApi)
+    assert isinstance(api, GracefulApi)
+    scheduler = ClusterScheduler(api, RECLAIMING)
+    scheduler.step(0.0)
+    api.add(group("urgent", 1, "prod") + "---" + pod("urgent-0", 2, "urgent"))
+    scheduler.step(1.0)  # reclaim evicts a dev pod; urgent-0 waits for its room
+    assert len(api.evicted) == 1 and api.nominations == [("urgent-0", "idc-0")]
+    assert api._find("Pod", "urgent-0")["status"]["nominatedNodeName"] == "idc-0"
+    scheduler.step(2.0)
+    assert api.nominations == [("urgent-0", "idc-0")]  # written once
+    leader = ClusterScheduler(api, RECLAIMING)  # a restart, or another replica taking the Lease over
+    leader.step(3.0)
+    assert leader.core is not None and "default/urgent-0" in leader.core.ssn.pipelined
+    assert len(api.evicted) == 1 and api.nominations == [("urgent-0", "idc-0")]  # no second victim
+    api.gone()
+    leader.step(4.0)
+    assert api.binds[-1][:2] == ("urgent-0", "idc-0") and len(api.evicted) == 1
 
 
 def test_pending_seconds_count_waiting_groups_not_pinned_and_reach_the_metrics() -> None:

@@ -53,6 +53,11 @@ class ClusterApi(Protocol):
         """Delete an evicted pod (its controller recreates it, as its job's policies say)."""
         ...
 
+    def nominate(self, namespace: str, pod: str, node: str) -> None:
+        """Write the node a pipelined pod waits for (`status.nominatedNodeName`; "" clears it), so another
+        replica or a restart holds that node's room for it."""
+        ...
+
     def set_pod_unschedulable(self, namespace: str, pod: str, message: str) -> None:
         """Say why a pod waits, as Volcano's and kube-scheduler's do: its `PodScheduled` condition False with
         reason Unschedulable (what cluster autoscalers look for), and a `FailedScheduling` Warning event."""
@@ -170,6 +175,9 @@ class KubeApi:
         tolerations = json.loads(response.data).get("spec", {}).get("tolerations") or []
         if toleration not in tolerations:
             self.core.patch_namespaced_pod(pod, namespace, {"spec": {"tolerations": [*tolerations, toleration]}})
+
+    def nominate(self, namespace: str, pod: str, node: str) -> None:
+        self.core.patch_namespaced_pod_status(pod, namespace, {"status": {"nominatedNodeName": node or None}})
 
     def set_pod_unschedulable(self, namespace: str, pod: str, message: str) -> None:
         now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())

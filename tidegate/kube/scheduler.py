@@ -114,6 +114,8 @@ class ClusterScheduler:
         self._declared: set[str] = set()
         self._bare: set[str] = set()
         self._written: dict[str, tuple[str, str]] = {}
+        #: Pipelined pods' nominated node as last written (`ClusterApi.nominate`).
+        self._nominations: dict[str, str] = {}
         #: Waiting pods' Unschedulable message as last written (`ClusterApi.set_pod_unschedulable`).
         self._pods_written: dict[str, str] = {}
         #: The pods of groups whose queue does not exist.
@@ -339,7 +341,34 @@ class ClusterScheduler:
                 _log.warning("writing the status of PodGroup %s failed: %s", key, failed)
             else:
                 self._written[key] = status
-        return failures + self._write_waiting_pods(core, wanted)
+        return failures + self._write_nominations(core, decisions) + self._write_waiting_pods(core, wanted)
+
+    def _write_nominations(self, core: OnlineScheduler, decisions: Decisions) -> int:
+        """Pipelined pods' nominated nodes, as kube-scheduler writes them: a restarted or new leader reads them
+        back and holds the room reclaimed for them (instead of evicting again). A nomination the scheduler
+        dropped is cleared while its pod still waits. Returns how many writes failed."""
+        wanted = {p.pod: p.node for p in decisions.pipelined}
+        held: dict[str, str] = {}  # what the API server holds now, as far as this scheduler knows
+        for job in core.waiting.values():
+            for task in job.tasks:
+                node = self._nominations.get(task.key, task.pod.nominated_node_name)
+                if node and task.status is TaskStatus.PENDING:
+                    held[task.key] = node
+                    wanted.setdefault(task.key, "")
+                elif node and task.key in wanted:
+                    held[task.key] = node
+        writes = [(pod, node) for pod, node in wanted.items() if held.get(pod, "") != node]
+        failures = 0
+        for (pod, node), failed in zip(writes, _each(self._nominate, writes), strict=True):
+            if failed:
+                failures += 1
+                _log.warning("writing the nominated node of pod %s failed: %s", pod, failed)
+            elif node:
+                held[pod] = node
+            else:
+                held.pop(pod, None)
+        self._nominations = held
+        return failures
 
     def _write_waiting_pods(self, core: OnlineScheduler, wanted: Mapping[str, tuple[str, str]]) -> int:
         """Each pod of a waiting group that is not placed says why it waits (written when that changes, and
@@ -375,6 +404,11 @@ class ClusterScheduler:
     def _evict(self, eviction: Evict) -> None:
         namespace, _, name = eviction.pod.partition("/")
         self.api.evict(namespace, name)
+
+    def _nominate(self, item: tuple[str, str]) -> None:
+        pod, node = item
+        namespace, _, name = pod.partition("/")
+        self.api.nominate(namespace, name, node)
 
     def _set_unschedulable(self, item: tuple[str, str]) -> None:
         pod, why = item
