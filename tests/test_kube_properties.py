@@ -7,6 +7,10 @@ restarted (a new process reading the cluster back), and scheduling periods. Afte
 - gangs are whole: a PodGroup has none of its pods bound by us, or at least minMember;
 - tidegate binds only its own pods, to nodes that exist and that they tolerate, each pod once;
 - a PodGroup marked Running has its gang bound.
+
+A second run adds two reclaimable queues, reclaim, and evictions that take their time (an evicted pod
+stays, holding its room, until it is gone): there each pod is evicted at most once, restarts included,
+and a pod nominated to a node is bound there if at all.
 """
 
 from __future__ import annotations
@@ -15,11 +19,12 @@ from collections import Counter
 from typing import Any
 
 import yaml
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
-from test_kube_scheduler import FakeApi, group, pod
+from test_kube_scheduler import RECLAIMABLE_QUEUES, RECLAIMING, FakeApi, GracefulApi, group, pod
 
 from tidegate.kube.scheduler import ClusterScheduler
+from tidegate.model.objects import SchedulerConfiguration
 
 QUEUE = """
 apiVersion: scheduling.volcano.sh/v1beta1
@@ -30,7 +35,8 @@ spec: {weight: 1}
 TOLERATE = "tolerations: [{key: cloud.provider, operator: Exists, effect: NoSchedule}]"
 
 operation = st.one_of(
-    st.tuples(st.just("gang"), st.integers(1, 3), st.sampled_from([1, 2, 4, 8]), st.booleans()),
+    # members, GPUs each, tolerating the cloud, in prod (with reclaim; else the one queue)
+    st.tuples(st.just("gang"), st.integers(1, 3), st.sampled_from([1, 2, 4, 8]), st.booleans(), st.booleans()),
     st.tuples(st.just("finish"), st.integers(0, 99)),
     st.tuples(st.just("delete"), st.integers(0, 99)),
     st.tuples(st.just("node"), st.booleans()),
@@ -41,6 +47,9 @@ operation = st.one_of(
     st.tuples(st.just("restart")),
     st.tuples(st.just("step")),
 )
+#: With reclaim: prod's gangs more often (each may reclaim), and the evicted pods going.
+prod_gang = st.tuples(st.just("gang"), st.integers(1, 2), st.sampled_from([1, 2, 4]), st.just(False), st.just(True))
+reclaiming_operation = st.one_of(operation, prod_gang, prod_gang.map(tuple), st.tuples(st.just("gone")))
 
 
 def node(name: str, cloud: bool) -> dict[str, Any]:
@@ -58,13 +67,17 @@ def node(name: str, cloud: bool) -> dict[str, Any]:
 
 
 class Cluster:
-    def __init__(self) -> None:
-        self.api = FakeApi(QUEUE)
-        self.api.docs += [node("n0", False), node("n1", True)]
+    def __init__(self, config: SchedulerConfiguration | None = None) -> None:
+        self.config = config
+        self.api = FakeApi(QUEUE) if config is None else GracefulApi(RECLAIMABLE_QUEUES)
+        self.api.docs += [node("n0", False)] + ([node("n1", True)] if config is None else [])
         self.made = 0
-        self.scheduler = ClusterScheduler(self.api)
+        self.scheduler = ClusterScheduler(self.api, config)
         #: Pods tidegate bound, and to which node (each must be bound once).
         self.bound: Counter[str] = Counter()
+        if config is not None:  # dev borrows the whole cluster (one node); prod's first job reclaims
+            self.do(("gang", 1, 8, False, False))
+            self.do(("gang", 1, 1, False, True))
 
     def objects(self, kind: str) -> list[dict[str, Any]]:
         return [d for d in self.api.docs if d["kind"] == kind]
@@ -74,10 +87,11 @@ class Cluster:
         nodes = self.objects("Node")
         ours = [d for d in self.objects("Pod") if d["spec"].get("schedulerName") == "volcano"]
         if kind == "gang":
-            _, members, gpus, tolerant = op
+            _, members, gpus, tolerant, prod = op
+            queue = "default" if self.config is None else ("prod" if prod else "dev")
             self.made += 1
             name = f"g{self.made}"
-            docs = group(name, members) + "".join(
+            docs = group(name, members, queue) + "".join(
                 "---" + pod(f"{name}-{i}", gpus, name, extra=TOLERATE if tolerant else "") for i in range(members)
             )
             self.api.add(docs)
@@ -109,7 +123,9 @@ class Cluster:
                 self.api.add(pod(f"t{self.made}", op[2], scheduler="default-scheduler", node=target))
                 self.objects("Pod")[-1]["status"]["phase"] = "Running"
         elif kind == "restart":
-            self.scheduler = ClusterScheduler(self.api)
+            self.scheduler = ClusterScheduler(self.api, self.config)
+        elif kind == "gone" and isinstance(self.api, GracefulApi):
+            self.api.gone()
         before = len(self.api.binds)
         self.scheduler.step(float(self.made))
         for pod_name, node_name, _ in self.api.binds[before:]:
@@ -118,6 +134,11 @@ class Cluster:
 
     def check(self) -> None:
         assert max(self.bound.values(), default=1) == 1, f"bound twice: {self.bound.most_common(1)}"
+        evicted = Counter(self.api.evicted)
+        assert max(evicted.values(), default=1) == 1, f"evicted twice: {evicted.most_common(1)}"
+        for d in self.objects("Pod"):  # a nominated pod is bound there or not at all (the field may stay)
+            nominated = d.get("status", {}).get("nominatedNodeName")
+            assert not nominated or d["spec"].get("nodeName") in (None, nominated), d
         for n in self.objects("Node"):
             name = n["metadata"]["name"]
             assert _used(self.api.docs, name) <= 8_000, f"{name} over-committed"
@@ -164,3 +185,14 @@ def test_what_tidegate_kube_binds_holds_under_any_sequence_of_events(operations:
     for op in operations:
         cluster.do(op)
         cluster.check()
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(reclaiming_operation, min_size=1, max_size=30))
+def test_with_reclaim_and_slow_evictions_no_pod_is_evicted_twice(operations: list[tuple[Any, ...]]) -> None:
+    cluster = Cluster(RECLAIMING)
+    for op in operations:
+        cluster.do(op)
+        cluster.check()
+    event(f"evictions: {min(len(cluster.api.evicted), 3)}{'+' if len(cluster.api.evicted) > 3 else ''}")
+    event(f"nominated: {bool(cluster.api.nominations)}")

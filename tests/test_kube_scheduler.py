@@ -312,14 +312,17 @@ def test_reclaim_deletes_the_borrowed_pod_and_the_next_cycle_binds_the_owner() -
 
 
 class GracefulApi(FakeApi):
-    """Evicted pods take their time to go (their grace period): they stay, Running, until `gone`."""
+    """Evicted pods take their time to go (their grace period): they stay, Running and marked for deletion
+    as the API server marks them, until `gone`."""
 
     def evict(self, namespace: str, pod: str) -> None:
+        self._find("Pod", pod)["metadata"]["deletionTimestamp"] = "2026-12-03T00:00:00Z"
         self.evicted.append(pod)
 
     def gone(self) -> None:
-        for name in self.evicted:
-            self.docs.remove(self._find("Pod", name))
+        """The evicted pods have stopped: they leave the API server."""
+        evicted = set(self.evicted)
+        self.docs = [d for d in self.docs if not (d["kind"] == "Pod" and d["metadata"]["name"] in evicted)]
 
 
 def test_a_nomination_is_written_so_a_new_leader_waits_for_the_victim_instead_of_evicting_again() -> None:

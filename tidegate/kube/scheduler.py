@@ -81,7 +81,7 @@ def _expand(read: tuple[PodGroup | None, tuple[Pod, ...]], classes: Sequence[Pri
 def _seen(group: PodGroup, pods: Sequence[Pod]) -> _Seen:
     return _Seen(
         (group.queue, group.min_member, group.min_resources, group.priority),
-        tuple((p.key, p.node_name, p.phase, p.requests, p.gpu_indices, p.tolerations) for p in pods),
+        tuple((p.key, p.node_name, p.phase, p.deleting, p.requests, p.gpu_indices, p.tolerations) for p in pods),
     )
 
 

@@ -702,6 +702,7 @@ def _parse_pod(doc: dict[str, Any], r: _Reader) -> Pod:
     pod.node_name = r.text(spec, "spec", "nodeName")
     pod.phase = r.choice(status, "status", "phase", PodPhase, PodPhase.PENDING)
     pod.nominated_node_name = r.text(status, "status", "nominatedNodeName")
+    pod.deleting = bool(r.mapping(doc, "", "metadata").get("deletionTimestamp"))
     pod.group = next((annotations[key] for key in GROUP_NAME_ANNOTATIONS if annotations.get(key)), "")
     pod.task = annotations.get(TASK_SPEC_ANNOTATION, "")
     pod.gpu_indices = r.read(

@@ -168,6 +168,9 @@ class Pod:
     #: status.nominatedNodeName: the node a pipelined pod waits on while its victims leave.
     nominated_node_name: str = ""
     phase: PodPhase = PodPhase.PENDING
+    #: metadata.deletionTimestamp is set: the pod is terminating. Bound, it still holds its node's room
+    #: until it is gone, but it is releasing it (Volcano's Releasing): no quota, no victim.
+    deleting: bool = False
     #: The PodGroup this pod belongs to ("" for a bare pod) and its task inside a vcjob.
     group: str = ""
     task: str = ""

@@ -452,6 +452,8 @@ class Session:
             return
         cards = pod.gpu_indices or self.select_cards(task, row)
         self.apply_allocate(task, row, cards, TaskStatus.RUNNING)
+        if pod.deleting:  # terminating: its room is being released (not its queue's, not a victim)
+            self.apply_evict(task, "terminating")
 
     # -- order: plugin keys in tier order, then creation time and name ---------------------------
     # (list comprehensions: a generator unpacked into a tuple costs more, and keys are built per placement)
