@@ -5,6 +5,7 @@ alone; `tidegate kube` does the same from the command line."""
 from __future__ import annotations
 
 import hashlib
+import signal
 import subprocess
 import sys
 import time
@@ -272,6 +273,28 @@ def test_tidegate_kube_with_leader_election_schedules_once_it_holds_the_lease(
     done = subprocess.run(command, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert "leading as" in done.stdout and _placed(core, namespace) == {"elected": ("idc-0", "0")}
+
+
+def test_tidegate_kube_stopped_by_sigterm_releases_its_lease_at_once(
+    kubeconfig: Path, cluster: tuple[client.CoreV1Api, Any, str], tmp_path: Path
+) -> None:
+    command = [sys.executable, "-m", "tidegate.cli.main", "kube", "--kubeconfig", str(kubeconfig)]
+    command += ["--leader-elect", "--lock-namespace", "default", "--lock-name", "sigterm-lease"]
+    coordination = client.CoordinationV1Api(config.new_client_from_config(config_file=str(kubeconfig)))
+    log = tmp_path / "kube.log"
+    with log.open("w") as output:
+        replica = subprocess.Popen(command, stdout=output, stderr=subprocess.STDOUT, text=True)
+    try:
+        assert _eventually(lambda: "leading as" in log.read_text(), 60.0), log.read_text()
+        holder = coordination.read_namespaced_lease("sigterm-lease", "default").spec.holder_identity
+        assert holder
+        replica.send_signal(signal.SIGTERM)  # what the kubelet sends a pod it stops
+        assert replica.wait(timeout=30) == 0, log.read_text()
+    finally:
+        if replica.poll() is None:
+            replica.kill()
+    lease = coordination.read_namespaced_lease("sigterm-lease", "default")
+    assert not lease.spec.holder_identity  # released: a standby takes over without waiting 15 s
 
 
 @pytest.mark.parametrize("bare", [False, True], ids=["podgroup", "bare-pod"])

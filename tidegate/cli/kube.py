@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import signal
 import socket
 import time
 import uuid
@@ -98,6 +99,7 @@ def kube(
         console.print(f"tidegate: metrics on http://0.0.0.0:{metrics_port}/metrics, liveness at /healthz")
     console.print(f"tidegate: scheduling pods of schedulerName {scheduler_name}, a cycle every {period:g} s")
     done, led = 0, False
+    signal.signal(signal.SIGTERM, _stop)  # the kubelet stops a pod with SIGTERM: release the lease first
     try:
         while True:
             started = time.monotonic()
@@ -130,3 +132,8 @@ def kube(
         if lease is not None:
             lease.release()
         api.close()
+
+
+def _stop(signum: int, frame: object) -> None:
+    """SIGTERM: leave the loop (not as a failed cycle), so the lease is released and the watches stopped."""
+    raise SystemExit(0)
