@@ -10,7 +10,8 @@ restarted (a new process reading the cluster back), and scheduling periods. Afte
 
 A second run adds two reclaimable queues, reclaim, and evictions that take their time (an evicted pod
 stays, holding its room, until it is gone): there each pod is evicted at most once, restarts included,
-and a pod nominated to a node is bound there if at all.
+and a pod nominated to a node is bound there if at all. A third adds cloud burst, bare pods and pods
+pinned to the IDC: a pinned pod is never bound to a cloud node, nor moved to the burst queue.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from test_kube_scheduler import RECLAIMABLE_QUEUES, RECLAIMING, FakeApi, GracefulApi, group, pod
 
+from tidegate.fleet.burst import Burst
 from tidegate.kube.scheduler import ClusterScheduler
 from tidegate.model.objects import SchedulerConfiguration
 
@@ -35,7 +37,7 @@ spec: {weight: 1}
 TOLERATE = "tolerations: [{key: cloud.provider, operator: Exists, effect: NoSchedule}]"
 
 operation = st.one_of(
-    # members, GPUs each, tolerating the cloud, in prod (with reclaim; else the one queue)
+    # members, GPUs each, tolerating the cloud, in prod (with reclaim) or pinned to the IDC (with burst)
     st.tuples(st.just("gang"), st.integers(1, 3), st.sampled_from([1, 2, 4, 8]), st.booleans(), st.booleans()),
     st.tuples(st.just("finish"), st.integers(0, 99)),
     st.tuples(st.just("delete"), st.integers(0, 99)),
@@ -47,6 +49,16 @@ operation = st.one_of(
     st.tuples(st.just("restart")),
     st.tuples(st.just("step")),
 )
+#: With burst: bare pods too (GPUs, pinned).
+bursting_operation = st.one_of(operation, st.tuples(st.just("bare"), st.sampled_from([1, 2, 4, 8]), st.booleans()))
+BURST_QUEUE = """
+---
+apiVersion: scheduling.volcano.sh/v1beta1
+kind: Queue
+metadata: {name: burst-cloud}
+spec: {weight: 1}
+"""
+PINNED = 'nodeSelector: {"volcano.sh/node-type": idc}'
 #: With reclaim: prod's gangs more often (each may reclaim), and the evicted pods going.
 prod_gang = st.tuples(st.just("gang"), st.integers(1, 2), st.sampled_from([1, 2, 4]), st.just(False), st.just(True))
 reclaiming_operation = st.one_of(operation, prod_gang, prod_gang.map(tuple), st.tuples(st.just("gone")))
@@ -67,14 +79,19 @@ def node(name: str, cloud: bool) -> dict[str, Any]:
 
 
 class Cluster:
-    def __init__(self, config: SchedulerConfiguration | None = None) -> None:
-        self.config = config
-        self.api = FakeApi(QUEUE) if config is None else GracefulApi(RECLAIMABLE_QUEUES)
+    def __init__(self, config: SchedulerConfiguration | None = None, burst: Burst | None = None) -> None:
+        self.config, self.burst = config, burst
+        if config is not None:
+            self.api: FakeApi = GracefulApi(RECLAIMABLE_QUEUES)
+        else:
+            self.api = FakeApi(QUEUE + (BURST_QUEUE if burst else ""))
         self.api.docs += [node("n0", False)] + ([node("n1", True)] if config is None else [])
         self.made = 0
-        self.scheduler = ClusterScheduler(self.api, config)
+        self.scheduler = ClusterScheduler(self.api, config, burst=burst)
         #: Pods tidegate bound, and to which node (each must be bound once).
         self.bound: Counter[str] = Counter()
+        if burst is not None:  # the IDC node is full: what comes next waits, and may burst
+            self.do(("gang", 1, 8, False, False))
         if config is not None:  # dev borrows the whole cluster (one node); prod's first job reclaims
             self.do(("gang", 1, 8, False, False))
             self.do(("gang", 1, 1, False, True))
@@ -87,14 +104,18 @@ class Cluster:
         nodes = self.objects("Node")
         ours = [d for d in self.objects("Pod") if d["spec"].get("schedulerName") == "volcano"]
         if kind == "gang":
-            _, members, gpus, tolerant, prod = op
-            queue = "default" if self.config is None else ("prod" if prod else "dev")
+            _, members, gpus, tolerant, flag = op
+            queue = "default" if self.config is None else ("prod" if flag else "dev")
+            extra = PINNED if flag and self.burst else TOLERATE if tolerant else ""
             self.made += 1
             name = f"g{self.made}"
             docs = group(name, members, queue) + "".join(
-                "---" + pod(f"{name}-{i}", gpus, name, extra=TOLERATE if tolerant else "") for i in range(members)
+                "---" + pod(f"{name}-{i}", gpus, name, extra=extra) for i in range(members)
             )
             self.api.add(docs)
+        elif kind == "bare":
+            self.made += 1
+            self.api.add(pod(f"b{self.made}", op[1], extra=PINNED if op[2] else ""))
         elif kind == "finish":
             running = [d for d in ours if d["spec"].get("nodeName") and d["status"]["phase"] != "Succeeded"]
             if running:
@@ -123,7 +144,7 @@ class Cluster:
                 self.api.add(pod(f"t{self.made}", op[2], scheduler="default-scheduler", node=target))
                 self.objects("Pod")[-1]["status"]["phase"] = "Running"
         elif kind == "restart":
-            self.scheduler = ClusterScheduler(self.api, self.config)
+            self.scheduler = ClusterScheduler(self.api, self.config, burst=self.burst)
         elif kind == "gone" and isinstance(self.api, GracefulApi):
             self.api.gone()
         before = len(self.api.binds)
@@ -136,6 +157,16 @@ class Cluster:
         assert max(self.bound.values(), default=1) == 1, f"bound twice: {self.bound.most_common(1)}"
         evicted = Counter(self.api.evicted)
         assert max(evicted.values(), default=1) == 1, f"evicted twice: {evicted.most_common(1)}"
+        cloud = {n["metadata"]["name"] for n in self.objects("Node") if n["spec"].get("taints")}
+        for d in self.objects("Pod"):  # guard rail: pinned pods stay in the IDC and in their queue
+            if "nodeSelector" in d["spec"]:
+                assert d["spec"].get("nodeName") not in cloud, f"pinned {d['metadata']['name']} on the cloud"
+                queue = (d["metadata"].get("annotations") or {}).get("scheduling.volcano.sh/queue-name")
+                assert queue != "burst-cloud" and "tolerations" not in d["spec"], d
+        for g in self.objects("PodGroup"):
+            pods = [d for d in self.objects("Pod") if _of_group(d, g["metadata"]["name"])]
+            if any("nodeSelector" in d["spec"] for d in pods):
+                assert g["spec"]["queue"] != "burst-cloud", f"pinned gang {g['metadata']['name']} burst"
         for d in self.objects("Pod"):  # a nominated pod is bound there or not at all (the field may stay)
             nominated = d.get("status", {}).get("nominatedNodeName")
             assert not nominated or d["spec"].get("nodeName") in (None, nominated), d
@@ -196,3 +227,13 @@ def test_with_reclaim_and_slow_evictions_no_pod_is_evicted_twice(operations: lis
         cluster.check()
     event(f"evictions: {min(len(cluster.api.evicted), 3)}{'+' if len(cluster.api.evicted) > 3 else ''}")
     event(f"nominated: {bool(cluster.api.nominations)}")
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(bursting_operation, min_size=1, max_size=30))
+def test_with_burst_pinned_pods_never_reach_the_cloud(operations: list[tuple[Any, ...]]) -> None:
+    cluster = Cluster(burst=Burst("burst-cloud", after_seconds=2))
+    for op in operations:
+        cluster.do(op)
+        cluster.check()
+    event(f"overflowed: {bool(cluster.scheduler.overflowed)}")
