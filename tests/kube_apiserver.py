@@ -8,7 +8,7 @@ import os
 import socket
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -111,6 +111,16 @@ current-context: t
                 process.wait()
         for log in logs:
             log.close()
+
+
+def eventually(check: Callable[[], bool], seconds: float = 20.0) -> bool:
+    """Whether `check` comes true within `seconds` (the API server's watches and writes take a moment)."""
+    deadline = time.monotonic() + seconds
+    while not check():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
 
 
 def user_kubeconfig(kubeconfig: Path, token: str, path: Path) -> Path:

@@ -9,13 +9,13 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pytest
-from kube_apiserver import kube_apiserver
+from kube_apiserver import eventually, kube_apiserver
 from kubernetes import client, config
 
 from tidegate.fleet.burst import Burst
@@ -188,7 +188,7 @@ def test_a_nomination_is_written_to_the_pod_status_and_cleared(
     _pod(core, namespace, "waiting", 1, {})
     api.nominate(namespace, "waiting", "idc-0")
     assert core.read_namespaced_pod("waiting", namespace).status.nominated_node_name == "idc-0"
-    assert _eventually(lambda: _nominated(api, "waiting") == "idc-0")  # and the scheduler reads it back
+    assert eventually(lambda: _nominated(api, "waiting") == "idc-0")  # and the scheduler reads it back
     api.nominate(namespace, "waiting", "")
     assert core.read_namespaced_pod("waiting", namespace).status.nominated_node_name is None
 
@@ -220,15 +220,6 @@ def test_the_kube_cycle_benchmark_runs_and_binds_every_waiting_group() -> None:
     assert all(seconds > 0 for _, seconds in rows)
 
 
-def _eventually(check: Callable[[], bool], seconds: float = 20.0) -> bool:
-    deadline = time.monotonic() + seconds
-    while not check():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
-    return True
-
-
 def test_an_informer_follows_adds_changes_and_deletions(cluster: tuple[client.CoreV1Api, Any, str]) -> None:
     core, _, namespace = cluster
     informer = Informer(partial(core.list_namespaced_pod, namespace), "v1", "Pod")
@@ -236,12 +227,12 @@ def test_an_informer_follows_adds_changes_and_deletions(cluster: tuple[client.Co
     try:
         assert informer.synced.wait(30) and informer.items() == []
         _pod(core, namespace, "p", 1, {})
-        assert _eventually(lambda: [d["metadata"]["name"] for d in informer.items()] == ["p"])
+        assert eventually(lambda: [d["metadata"]["name"] for d in informer.items()] == ["p"])
         assert informer.items()[0]["kind"] == "Pod" and informer.items()[0]["apiVersion"] == "v1"
         core.patch_namespaced_pod("p", namespace, {"metadata": {"labels": {"seen": "yes"}}})
-        assert _eventually(lambda: informer.items()[0]["metadata"].get("labels") == {"seen": "yes"})
+        assert eventually(lambda: informer.items()[0]["metadata"].get("labels") == {"seen": "yes"})
         core.delete_namespaced_pod("p", namespace, grace_period_seconds=0)
-        assert _eventually(lambda: informer.items() == [])
+        assert eventually(lambda: informer.items() == [])
         assert informer.lists == 1  # one list, then the watch alone
     finally:
         informer.stop()
@@ -254,7 +245,7 @@ def test_only_the_lease_holder_schedules_and_a_rival_takes_over_a_lease_left_to_
     assert a.hold() and not b.hold()
     time.sleep(0.4)
     assert a.hold() and not b.hold()  # renewed: b's view of the record changed, its wait starts again
-    assert _eventually(b.hold, 10.0)  # a stopped renewing: after the duration b takes over
+    assert eventually(b.hold, 10.0)  # a stopped renewing: after the duration b takes over
     assert not a.hold()
     b.release()
     assert a.hold()  # released: no need to wait the duration out
@@ -285,7 +276,7 @@ def test_tidegate_kube_stopped_by_sigterm_releases_its_lease_at_once(
     with log.open("w") as output:
         replica = subprocess.Popen(command, stdout=output, stderr=subprocess.STDOUT, text=True)
     try:
-        assert _eventually(lambda: "leading as" in log.read_text(), 60.0), log.read_text()
+        assert eventually(lambda: "leading as" in log.read_text(), 60.0), log.read_text()
         holder = coordination.read_namespaced_lease("sigterm-lease", "default").spec.holder_identity
         assert holder
         replica.send_signal(signal.SIGTERM)  # what the kubelet sends a pod it stops
@@ -318,7 +309,7 @@ def test_a_waiting_podgroup_or_bare_pod_bursts_to_the_cloud_node_through_the_api
             scheduler.step(time.time())
             return bool(scheduler.overflowed)
 
-        assert _eventually(moved)
+        assert eventually(moved)
         key = f"{namespace}/podgroup-extra-0" if bare else f"{namespace}/extra"
         assert scheduler.overflowed == {key: "default"}
         pod = core.read_namespaced_pod("extra-0", namespace)
@@ -333,7 +324,7 @@ def test_a_waiting_podgroup_or_bare_pod_bursts_to_the_cloud_node_through_the_api
             scheduler.step(time.time())
             return _placed(core, namespace)["extra-0"][0] != ""
 
-        assert _eventually(landed)
+        assert eventually(landed)
         assert _placed(core, namespace)["extra-0"][0] == "cloud-0"
     finally:
         custom.delete_cluster_custom_object(GROUP, VERSION, "queues", "burst-cloud")

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kube_apiserver import SCHEDULER_ACCOUNT, SCHEDULER_TOKEN, kube_apiserver, user_kubeconfig
+from kube_apiserver import SCHEDULER_ACCOUNT, SCHEDULER_TOKEN, eventually, kube_apiserver, user_kubeconfig
 from kubernetes import client, config, utils
 from kubernetes.client.exceptions import ApiException
 
@@ -38,15 +38,6 @@ def _forbidden(call: Callable[[], Any]) -> bool:
     except ApiException as exc:
         return exc.status == 403
     return False
-
-
-def _eventually(check: Callable[[], bool], seconds: float = 20.0) -> bool:
-    deadline = time.monotonic() + seconds
-    while not check():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
-    return True
 
 
 def _cluster(admin: client.ApiClient) -> None:
@@ -90,7 +81,7 @@ def test_tidegate_kube_schedules_under_its_rbac_rules_and_may_do_little_else(kub
     api = KubeApi(str(scheduler_config), watch=True)
     lease = Lease(client.CoordinationV1Api(api.client), "kube-system", "tidegate-scheduler", "replica-a")
     try:
-        assert _eventually(lease.hold)  # create, then get and update as it renews
+        assert eventually(lease.hold)  # create, then get and update as it renews
         scheduler = ClusterScheduler(api, burst=Burst("burst-cloud", after_seconds=3))
         group = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "PodGroup", "metadata": {"name": "train"}}
         custom.create_namespaced_custom_object(
@@ -106,14 +97,14 @@ def test_tidegate_kube_schedules_under_its_rbac_rules_and_may_do_little_else(kub
 
             return check
 
-        assert _eventually(placed("train-0", "train-1")), scheduler.problems
+        assert eventually(placed("train-0", "train-1")), scheduler.problems
         assert {_node_of(core, pod) for pod in ("train-0", "train-1")} == {"idc-0"}  # bound, with their cards
         annotations = core.read_namespaced_pod("train-0", NAMESPACE).metadata.annotations
         assert annotations["volcano.sh/gpu-index"] in ("0,1", "2,3")
         status = custom.get_namespaced_custom_object(GROUP, VERSION, NAMESPACE, "podgroups", "train")["status"]
         assert status["phase"] == "Running"  # podgroups/status
         _pod(core, "solo", 2)  # a bare pod: no room left in the IDC, it overflows after 3 s
-        assert _eventually(placed("solo"))
+        assert eventually(placed("solo"))
         assert _node_of(core, "solo") == "cloud-0" and scheduler.overflowed == {f"{NAMESPACE}/podgroup-solo": "default"}
 
         custom.create_namespaced_custom_object(  # a PodGroup overflows too: patch on podgroups
@@ -129,7 +120,7 @@ def test_tidegate_kube_schedules_under_its_rbac_rules_and_may_do_little_else(kub
             scheduler.step(time.time())
             return f"{NAMESPACE}/late" in scheduler.overflowed
 
-        assert _eventually(moved)
+        assert eventually(moved)
         late = custom.get_namespaced_custom_object(GROUP, VERSION, NAMESPACE, "podgroups", "late")
         assert late["spec"]["queue"] == "burst-cloud"
         # the cloud node has no room for it either: the pod says why it waits (pods/status, events)
