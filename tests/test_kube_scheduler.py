@@ -160,6 +160,10 @@ def test_waiting_pods_say_why_once_until_the_reason_changes_or_they_wait_anew() 
     api.docs.remove(api._find("Pod", "big-1"))  # the gang is short of a pod now: a new reason
     scheduler.step(3.0)
     assert [p for p, _ in api.unschedulable[3:]] == ["big-0"] and api.unschedulable[3][1] != written["big-0"]
+    api.docs.remove(api._find("Pod", "solo"))  # recreated under its name (as a vcjob's pods are): a new uid
+    api.add(pod("solo", 8).replace("namespace: default", "namespace: default, uid: solo-2"))
+    scheduler.step(4.0)
+    assert api.unschedulable[4:] == [("solo", written["solo"])]
 
 
 def test_a_gang_that_does_not_fit_is_not_bound_at_all_and_says_why() -> None:

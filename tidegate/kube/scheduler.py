@@ -81,7 +81,9 @@ def _expand(read: tuple[PodGroup | None, tuple[Pod, ...]], classes: Sequence[Pri
 def _seen(group: PodGroup, pods: Sequence[Pod]) -> _Seen:
     return _Seen(
         (group.queue, group.min_member, group.min_resources, group.priority),
-        tuple((p.key, p.node_name, p.phase, p.deleting, p.requests, p.gpu_indices, p.tolerations) for p in pods),
+        tuple(
+            (p.key, _uid(p), p.node_name, p.phase, p.deleting, p.requests, p.gpu_indices, p.tolerations) for p in pods
+        ),
     )
 
 
@@ -116,10 +118,11 @@ class ClusterScheduler:
         self._written: dict[str, tuple[str, str]] = {}
         #: Pipelined pods' nominated node as last written (`ClusterApi.nominate`).
         self._nominations: dict[str, str] = {}
-        #: Waiting pods' Unschedulable message as last written (`ClusterApi.set_pod_unschedulable`).
-        self._pods_written: dict[str, str] = {}
-        #: The pods of groups whose queue does not exist.
-        self._queueless_pods: dict[str, list[str]] = {}
+        #: Waiting pods' Unschedulable message as last written (`ClusterApi.set_pod_unschedulable`), by key and
+        #: uid (a pod recreated under its name, as a vcjob's are, has not said it yet).
+        self._pods_written: dict[tuple[str, str], str] = {}
+        #: The pods (key, uid) of groups whose queue does not exist.
+        self._queueless_pods: dict[str, list[tuple[str, str]]] = {}
         #: Groups moved to the burst queue (PodGroups, and bare pods' groups), and the queue each came from.
         self.overflowed: dict[str, str] = {}
         #: Groups whose queue does not exist (not handed to the scheduler), and so why they wait.
@@ -265,7 +268,7 @@ class ClusterScheduler:
         """Hand the group to the scheduler unless it has it as it is; a group whose queue does not exist waits."""
         if pods and group.queue not in queues:  # it waits for its queue, and says so
             self._queueless[group.key] = f"queue {group.queue} does not exist"
-            self._queueless_pods[group.key] = [pod.key for pod in pods if not pod.node_name]
+            self._queueless_pods[group.key] = [(pod.key, _uid(pod)) for pod in pods if not pod.node_name]
         if not pods or group.queue not in queues:
             return
         seen = _seen(group, pods)
@@ -373,7 +376,7 @@ class ClusterScheduler:
     def _write_waiting_pods(self, core: OnlineScheduler, wanted: Mapping[str, tuple[str, str]]) -> int:
         """Each pod of a waiting group that is not placed says why it waits (written when that changes, and
         again once it has been placed and waits anew). Returns how many writes failed."""
-        waiting: dict[str, str] = {}
+        waiting: dict[tuple[str, str], str] = {}
         for key, (_, why) in wanted.items():
             if not why:
                 continue
@@ -381,7 +384,7 @@ class ClusterScheduler:
             pods = (
                 self._queueless_pods.get(key, [])
                 if job is None
-                else [task.key for task in job.tasks if task.status is TaskStatus.PENDING]
+                else [(task.key, _uid(task.pod)) for task in job.tasks if task.status is TaskStatus.PENDING]
             )
             for pod in pods:
                 waiting[pod] = why
@@ -391,7 +394,7 @@ class ClusterScheduler:
         for (pod, why), failed in zip(writes, _each(self._set_unschedulable, writes), strict=True):
             if failed:
                 failures += 1
-                _log.warning("writing why pod %s waits failed: %s", pod, failed)
+                _log.warning("writing why pod %s waits failed: %s", pod[0], failed)
             else:
                 self._pods_written[pod] = why
         return failures
@@ -410,8 +413,8 @@ class ClusterScheduler:
         namespace, _, name = pod.partition("/")
         self.api.nominate(namespace, name, node)
 
-    def _set_unschedulable(self, item: tuple[str, str]) -> None:
-        pod, why = item
+    def _set_unschedulable(self, item: tuple[tuple[str, str], str]) -> None:
+        (pod, _), why = item
         namespace, _, name = pod.partition("/")
         self.api.set_pod_unschedulable(namespace, name, why)
 
@@ -440,6 +443,11 @@ def _each(write: Callable[[T], None], items: Sequence[T]) -> list[str]:
         return [attempt(item) for item in items]
     with ThreadPoolExecutor(max_workers=WRITERS, thread_name_prefix="tidegate-write") as pool:
         return list(pool.map(attempt, items))
+
+
+def _uid(pod: Pod) -> str:
+    meta = pod.raw.get("metadata")
+    return str(meta.get("uid", "")) if isinstance(meta, dict) else ""
 
 
 def _same_node(before: Node | None, node: Node) -> bool:
