@@ -10,8 +10,9 @@ restarted (a new process reading the cluster back), and scheduling periods. Afte
 
 A second run adds two reclaimable queues, reclaim, and evictions that take their time (an evicted pod
 stays, holding its room, until it is gone): there each pod is evicted at most once, restarts included,
-and a pod nominated to a node is bound there if at all. A third adds cloud burst, bare pods and pods
-pinned to the IDC: a pinned pod is never bound to a cloud node, nor moved to the burst queue.
+and a pod nominated to a node is bound there if at all while the node exists. A third adds cloud burst,
+bare pods and pods pinned to the IDC: a pinned pod is never bound to a cloud node, nor moved to the
+burst queue.
 """
 
 from __future__ import annotations
@@ -167,9 +168,10 @@ class Cluster:
             pods = [d for d in self.objects("Pod") if _of_group(d, g["metadata"]["name"])]
             if any("nodeSelector" in d["spec"] for d in pods):
                 assert g["spec"]["queue"] != "burst-cloud", f"pinned gang {g['metadata']['name']} burst"
-        for d in self.objects("Pod"):  # a nominated pod is bound there or not at all (the field may stay)
-            nominated = d.get("status", {}).get("nominatedNodeName")
-            assert not nominated or d["spec"].get("nodeName") in (None, nominated), d
+        names = {n["metadata"]["name"] for n in self.objects("Node")}
+        for d in self.objects("Pod"):  # a nominated pod is bound there or not at all, while that node exists
+            nominated = d.get("status", {}).get("nominatedNodeName")  # (the field may stay once bound)
+            assert nominated not in names or d["spec"].get("nodeName") in (None, nominated), d
         for n in self.objects("Node"):
             name = n["metadata"]["name"]
             assert _used(self.api.docs, name) <= 8_000, f"{name} over-committed"
