@@ -161,9 +161,7 @@ class Session:
         width = len(self.index)
         self.quota_mask: BoolArray = np.ones(width, dtype=bool)
         self.quota_mask[self.index.col[PODS]] = False
-        schedulable_alloc = self.table.alloc[self.table.schedulable]
-        self.total: IntArray = schedulable_alloc.sum(axis=0) if len(schedulable_alloc) else np.zeros(width, np.int64)
-        self.total[self.index.col[PODS]] = 0
+        self.total = self._schedulable_total()
         self.warnings: list[str] = []
         self.queues = self._build_queues(snapshot.queues)
         self.hierarchical = any(q.ancestors for q in self.queues.values())
@@ -961,14 +959,20 @@ class Session:
             self.table.resize(node)
         self._forget_node_caches()
 
+    def _schedulable_total(self) -> IntArray:
+        """What the schedulable nodes offer together (pods are no quota resource)."""
+        schedulable_alloc = self.table.alloc[self.table.schedulable]
+        total: IntArray = (
+            schedulable_alloc.sum(axis=0) if len(schedulable_alloc) else np.zeros(len(self.index), np.int64)
+        )
+        total[self.index.col[PODS]] = 0
+        return total
+
     def _forget_node_caches(self) -> None:
         """The node table changed beyond pods coming and going: capacity may have grown, the cluster's total
         moved, and per-shape placement caches are stale."""
         self.freed += 1
-        table = self.table
-        schedulable_alloc = table.alloc[table.schedulable]
-        self.total = schedulable_alloc.sum(axis=0) if len(schedulable_alloc) else np.zeros(len(self.index), np.int64)
-        self.total[self.index.col[PODS]] = 0
+        self.total = self._schedulable_total()
         self._shapes = [None] * len(self._shape_ids)
         self._shapes_by_key = {}
         self._dynamic = {}
