@@ -25,6 +25,7 @@ from tidegate.cli.main import app
 from tidegate.clock import SimClock
 from tidegate.live.control_plane import ControlPlane
 from tidegate.model.manifests import load_text
+from tidegate.server.access import Access
 from tidegate.server.app import create_app
 
 SEED = Path(__file__).resolve().parents[1] / "examples" / "seed"
@@ -188,7 +189,7 @@ def test_tidegate_serve_refuses_a_bad_folder_naming_the_field(tmp_path: Path, mo
 
 def test_with_a_token_every_call_but_health_and_metrics_needs_it() -> None:
     plane = ControlPlane.from_manifests(load_text(CLUSTER, "cluster.yaml"), SimClock())
-    client = TestClient(create_app(plane, token="s3cret"))
+    client = TestClient(create_app(plane, Access.single("s3cret")))
     assert client.get("/queues").status_code == 401
     wrong = client.post("/jobs", content=vcjob("x"), headers={"Authorization": "Bearer nope"})
     assert wrong.status_code == 401 and wrong.headers["www-authenticate"] == "Bearer"
@@ -219,6 +220,19 @@ def test_tidegate_serve_with_a_token_file_refuses_calls_without_the_token(tmp_pa
         assert refused.value.code == 401
         refused.value.close()
         assert [q["name"] for q in _call(f"{base}/queues", token="s3cret")]
+
+
+def test_tidegate_serve_with_a_static_token_file_grants_each_user_its_groups(tmp_path: Path) -> None:
+    tokens = tmp_path / "tokens.csv"
+    tokens.write_text('v13w,grafana,1,"tidegate:view"\nt3am,alice,2,"tidegate:submit:default"\n')
+    with _serving(tmp_path, "--store", "memory", "--token-file", str(tokens)) as (base, _):
+        assert [q["name"] for q in _call(f"{base}/queues", token="v13w")]
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            _call(f"{base}/jobs", "POST", vcjob("x").encode(), token="v13w")
+        assert refused.value.code == 403
+        refused.value.close()
+        assert _call(f"{base}/jobs", "POST", vcjob("x").encode(), token="t3am") == {"accepted": ["default/x"]}
+        assert _call(f"{base}/jobs/default/x", token="v13w")["events"][0]["message"] == "submitted by alice"
 
 
 def test_tidegate_serve_speaks_https_with_a_certificate_and_key(tmp_path: Path) -> None:

@@ -21,6 +21,7 @@ from tidegate.fleet.spec import BudgetSpec
 from tidegate.live.control_plane import DEFAULT_PERIOD_SECONDS, ControlPlane
 from tidegate.model.errors import ManifestErrors
 from tidegate.model.manifests import ManifestSet, load_manifests
+from tidegate.server.access import read_access
 from tidegate.sim.loader import load_simulation
 from tidegate.sim.run import scenario_fleet
 from tidegate.sim.spec import ScenarioSpec
@@ -63,7 +64,9 @@ def serve(
         Path | None,
         typer.Option(
             "--token-file",
-            help="A file holding the API's bearer token: every call but /healthz and /metrics must send "
+            help="The API's bearer tokens: one token (may do everything), or Kubernetes' static token file "
+            '(token,user,uid,"groups" per line; groups tidegate:view, tidegate:submit[:<namespace>], '
+            "tidegate:agent, tidegate:admin). Every call but /healthz and /metrics must then send "
             "'Authorization: Bearer <token>'. Without it the API is open to whoever reaches the port.",
         ),
     ] = None,
@@ -87,12 +90,12 @@ def serve(
 
     console, err = Console(), Console(stderr=True)
     try:
-        token = read_token(token_file) if token_file is not None else None
+        access = read_access(token_file) if token_file is not None else None
         tls = check_tls(tls_cert_file, tls_private_key_file)
     except ValueError as exc:
         fail(err, [exc])
         raise typer.Exit(1) from exc
-    if token is None and host not in LOOPBACK:
+    if access is None and host not in LOOPBACK:
         warn(
             err, [f"the API on {host} has no authentication: anyone who reaches it can submit and patch (--token-file)"]
         )
@@ -135,7 +138,7 @@ def serve(
         )
     try:
         cert, key = tls or (None, None)
-        app = create_app(plane, token)
+        app = create_app(plane, access)
         uvicorn.run(app, host=host, port=port, log_level="warning", ssl_certfile=cert, ssl_keyfile=key)
     finally:
         plane.stop()
@@ -182,19 +185,6 @@ def check_tls(cert: Path | None, key: Path | None) -> tuple[str, str] | None:
             f"({exc.reason or exc})"
         ) from exc
     return str(cert), str(key)
-
-
-def read_token(path: Path) -> str:
-    """The bearer token in the file (surrounding whitespace dropped). Raises ValueError naming the file."""
-    try:
-        token = path.read_text().strip()
-    except OSError as exc:
-        raise ValueError(f"--token-file {path}: {exc.strerror or exc}") from exc
-    if not token:
-        raise ValueError(f"--token-file {path}: the file is empty")
-    if any(c.isspace() for c in token):
-        raise ValueError(f"--token-file {path}: a token has no whitespace inside")
-    return token
 
 
 def served_fleet(paths: list[str], ms: ManifestSet, scenario: str | None) -> ServedFleet:

@@ -45,7 +45,7 @@ from tidegate.fleet.spec import BudgetSpec
 from tidegate.lifecycle.policies import JobPolicy, Resolution, job_policy, verdict
 from tidegate.live.bill import Bill
 from tidegate.live.fleet_host import PRIORITY_FLEET, FleetHosting
-from tidegate.live.jobs import FINISHED, Conflict, JobPhase, LiveJob, Marked, NotFound
+from tidegate.live.jobs import FINISHED, Conflict, Forbidden, JobPhase, LiveJob, Marked, NotFound
 from tidegate.live.queue_manifests import merge_patch, parsed_queue, queue_manifest
 from tidegate.live.views import PlaneViews
 from tidegate.model.errors import ManifestError, ManifestErrors, Source
@@ -237,12 +237,24 @@ class ControlPlane(PlaneViews, FleetHosting):
         return plane
 
     # -- what users do ------------------------------------------------------------------------------
-    def submit(self, text: str, file: str = "request") -> list[str]:
+    def submit(
+        self, text: str, file: str = "request", user: str = "", namespaces: Collection[str] | None = None
+    ) -> list[str]:
         """Accept Jobs, PodGroups with their pods, and bare pods (YAML or JSON, one or more documents) and
-        return their job keys. All or nothing: raises ManifestErrors naming document, object and field."""
+        return their job keys. All or nothing: raises ManifestErrors naming document, object and field, or
+        Forbidden when an object is outside `namespaces` (None: any). The jobs' first event names `user`."""
         ms = load_text(text, file)
+        if namespaces is not None:
+            objects: list[Job | PodGroup | Pod] = [*ms.jobs, *ms.podgroups, *ms.pods]
+            outside = [obj for obj in objects if obj.namespace not in namespaces]
+            if outside:
+                obj = outside[0]
+                raise Forbidden(
+                    f"{obj.source}: {type(obj).__name__} {obj.name}: metadata.namespace {obj.namespace}: "
+                    f"{user or 'the caller'} may submit to {', '.join(sorted(namespaces)) or 'no namespace'} only"
+                )
         with self._lock:
-            keys = self._accept(ms, self.clock.now(), Batch(uuid.uuid4().hex, file, text))
+            keys = self._accept(ms, self.clock.now(), Batch(uuid.uuid4().hex, file, text), user)
             try:
                 self._flush()
             except StoreError:  # not stored, so not accepted: the caller hears so and nothing of it stays
@@ -452,12 +464,12 @@ class ControlPlane(PlaneViews, FleetHosting):
         self._dirty_pools.clear()
         self._new_batches.clear()
 
-    def _accept(self, ms: ManifestSet, now: float, batch: Batch) -> list[str]:
+    def _accept(self, ms: ManifestSet, now: float, batch: Batch, user: str = "") -> list[str]:
         """Admit a submission and hand its jobs to the scheduler; all or nothing (raises ManifestErrors)."""
         keys = []
         for group, pods, policies in self._admit(ms, self.jobs):
             job = _new_job(group, pods, policies, batch.id, now)
-            job.events.append((now, "submitted"))
+            job.events.append((now, f"submitted by {user}" if user else "submitted"))
             self._install(job)
             self._dirty.add(job.key)
             keys.append(job.key)

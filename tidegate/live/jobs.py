@@ -32,6 +32,10 @@ class Conflict(ValueError):
     """The request contradicts the object's state (the API answers 409)."""
 
 
+class Forbidden(PermissionError):
+    """The caller may not do this (the API answers 403)."""
+
+
 @dataclass(slots=True)
 class LiveJob:
     """A submitted job: its PodGroup, its pods as they are now, and what happened to it."""

@@ -19,15 +19,17 @@
     GET    /metrics                        volcano_queue_pending_jobs_duration_seconds and more
 
 With `tidegate serve --token-file`, every call but /healthz and /metrics needs `Authorization: Bearer
-<token>` (401 otherwise). Bad input answers 422 with every problem as {file, document, kind, name,
-field, message}; an unknown object 404; a request the object's state refuses 409; a change the store
-could not write 503 (a submission is then not accepted; other changes are written with the next one).
+<token>` (401 otherwise), and the token's groups must grant the call's right (403 otherwise; see
+`tidegate.server.access`): reads need view, submitting and deleting jobs submit (in the job's
+namespace), pod status, spot notices and link state agent, and editing a queue admin. Bad input answers
+422 with every problem as {file, document, kind, name, field, message}; an unknown object 404; a
+request the object's state refuses 409; a change the store could not write 503 (a submission is then
+not accepted; other changes are written with the next one).
 """
 
 from __future__ import annotations
 
-import hmac
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Depends, FastAPI, HTTPException, Request
@@ -39,10 +41,11 @@ from prometheus_client.registry import Collector
 from pydantic import BaseModel, ConfigDict, Field
 
 from tidegate.live.control_plane import ControlPlane
-from tidegate.live.jobs import Conflict, NotFound
+from tidegate.live.jobs import Conflict, Forbidden, NotFound
 from tidegate.model.errors import ManifestError, ManifestErrors
 from tidegate.model.objects import PodPhase
 from tidegate.model.quantity import scale_of
+from tidegate.server.access import Access, Principal, Right
 from tidegate.store import StoreError
 
 PROMETHEUS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -67,19 +70,52 @@ class LinkState(BaseModel):
     reason: str = ""
 
 
-def create_app(plane: ControlPlane, token: str | None = None) -> FastAPI:
-    """The API over one control plane (the caller runs its clock). With a `token`, every call but
-    `/healthz` and `/metrics` must carry `Authorization: Bearer <token>` (401 otherwise)."""
+#: Who calls when the API has no tokens: anyone who reaches the port may do everything.
+ANYONE = Principal("", frozenset(Right))
+
+
+def caller(request: Request, credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(BEARER)]) -> Principal:
+    """The holder of the request's bearer token (401 without a known one); anyone when the app has no tokens."""
+    access: Access | None = request.app.state.access
+    if access is None:
+        return ANYONE
+    holder = access.holder(credentials.credentials if credentials is not None else "")
+    if holder is None:
+        raise HTTPException(401, "a valid bearer token is required", {"WWW-Authenticate": "Bearer"})
+    return holder
+
+
+#: What each right lets a caller do, for the 403 message.
+_DOING = {
+    Right.VIEW: "read the API (needs group tidegate:view)",
+    Right.SUBMIT: "submit or delete jobs (needs group tidegate:submit)",
+    Right.REPORT: "report pod status, spot notices or link state (needs group tidegate:agent)",
+    Right.ADMIN: "edit queues (needs group tidegate:admin)",
+}
+
+
+def _needs(right: Right) -> Callable[[Principal], Principal]:
+    def check(who: Annotated[Principal, Depends(caller)]) -> Principal:
+        if not who.may(right):
+            raise HTTPException(403, f"user {who.user} may not {_DOING[right]} (its token's groups do not allow it)")
+        return who
+
+    return check
+
+
+#: A route's caller, with the right it needs (403 otherwise).
+Submitter = Annotated[Principal, Depends(_needs(Right.SUBMIT))]
+Agent = Annotated[Principal, Depends(_needs(Right.REPORT))]
+Admin = Annotated[Principal, Depends(_needs(Right.ADMIN))]
+
+
+def create_app(plane: ControlPlane, access: Access | None = None) -> FastAPI:
+    """The API over one control plane (the caller runs its clock). With `access`, every call but
+    `/healthz` and `/metrics` must carry `Authorization: Bearer <token>` of a holder with the call's right
+    (401 without a known token, 403 without the right)."""
     app = FastAPI(title="tidegate", summary="tidegate's live control plane", version="0.1.0")
-
-    def authorized(credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(BEARER)]) -> None:
-        if token is None:
-            return
-        given = credentials.credentials if credentials is not None else ""
-        if not hmac.compare_digest(given.encode(), token.encode()):
-            raise HTTPException(401, "a valid bearer token is required", {"WWW-Authenticate": "Bearer"})
-
-    api = APIRouter(dependencies=[Depends(authorized)])
+    app.state.access = access
+    api = APIRouter(dependencies=[Depends(_needs(Right.VIEW))])
     registry = CollectorRegistry()
     registry.register(_QueueCollector(plane))
 
@@ -94,6 +130,10 @@ def create_app(plane: ControlPlane, token: str | None = None) -> FastAPI:
     @app.exception_handler(Conflict)
     def conflict(_: Request, exc: Conflict) -> JSONResponse:
         return JSONResponse({"error": str(exc)}, status_code=409)
+
+    @app.exception_handler(Forbidden)
+    def forbidden(_: Request, exc: Forbidden) -> JSONResponse:
+        return JSONResponse({"error": str(exc)}, status_code=403)
 
     @app.exception_handler(StoreError)
     def store_failed(_: Request, exc: StoreError) -> JSONResponse:
@@ -120,14 +160,14 @@ def create_app(plane: ControlPlane, token: str | None = None) -> FastAPI:
         return plane.queue_view(name)
 
     @api.patch("/queues/{name}")
-    def patch_queue(name: str, patch: Annotated[dict[str, Any], Body()]) -> dict[str, Any]:
+    def patch_queue(name: str, patch: Annotated[dict[str, Any], Body()], _: Admin) -> dict[str, Any]:
         plane.patch_queue(name, patch)
         return plane.queue_view(name)
 
     @api.post("/jobs", status_code=201)
-    async def submit(request: Request) -> dict[str, Any]:
+    async def submit(request: Request, who: Submitter) -> dict[str, Any]:
         text = (await request.body()).decode("utf-8", errors="replace")
-        return {"accepted": plane.submit(text, "POST /jobs")}
+        return {"accepted": plane.submit(text, "POST /jobs", who.user, who.namespaces)}
 
     @api.get("/jobs")
     def jobs(queue: str = "", phase: str = "") -> list[dict[str, Any]]:
@@ -138,7 +178,9 @@ def create_app(plane: ControlPlane, token: str | None = None) -> FastAPI:
         return plane.job_view(f"{namespace}/{name}")
 
     @api.delete("/jobs/{namespace}/{name}")
-    def delete_job(namespace: str, name: str) -> dict[str, Any]:
+    def delete_job(namespace: str, name: str, who: Submitter) -> dict[str, Any]:
+        if not who.may_submit_to(namespace):
+            raise Forbidden(f"user {who.user} may not delete jobs in namespace {namespace}")
         plane.delete_job(f"{namespace}/{name}")
         return {"deleted": f"{namespace}/{name}"}
 
@@ -159,7 +201,7 @@ def create_app(plane: ControlPlane, token: str | None = None) -> FastAPI:
         return plane.links_view()
 
     @api.put("/links/{cluster}")
-    def set_link(cluster: str, link: LinkState) -> list[dict[str, Any]]:
+    def set_link(cluster: str, link: LinkState, _: Agent) -> list[dict[str, Any]]:
         plane.set_link(cluster, link.up, link.reason)
         return plane.links_view()
 
@@ -168,12 +210,12 @@ def create_app(plane: ControlPlane, token: str | None = None) -> FastAPI:
         return plane.node_pods(name)
 
     @api.post("/nodes/{name}/interruption")
-    def interruption(name: str, notice: SpotNotice | None = None) -> dict[str, Any]:
+    def interruption(name: str, _: Agent, notice: SpotNotice | None = None) -> dict[str, Any]:
         goes_at = plane.spot_notice(name, notice.notice_seconds if notice is not None else None)
         return {"node": name, "goes_at": goes_at}
 
     @api.post("/pods/{namespace}/{name}/status")
-    def pod_status(namespace: str, name: str, status: Annotated[dict[str, Any], Body()]) -> dict[str, Any]:
+    def pod_status(namespace: str, name: str, status: Annotated[dict[str, Any], Body()], _: Agent) -> dict[str, Any]:
         phase = status.get("phase")
         allowed = (PodPhase.RUNNING, PodPhase.SUCCEEDED, PodPhase.FAILED)
         if phase not in {p.value for p in allowed}:
