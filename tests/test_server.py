@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 import trustme
+import uvicorn
 from fastapi.testclient import TestClient
 from test_live import CLUSTER, batch, vcjob
 from typer.testing import CliRunner
@@ -26,7 +27,7 @@ from tidegate.clock import SimClock
 from tidegate.live.control_plane import ControlPlane
 from tidegate.model.manifests import load_text
 from tidegate.server.access import Access
-from tidegate.server.app import create_app
+from tidegate.server.app import GracefulServer, create_app
 
 SEED = Path(__file__).resolve().parents[1] / "examples" / "seed"
 
@@ -266,10 +267,8 @@ def test_tidegate_serve_speaks_https_with_a_certificate_and_key(tmp_path: Path) 
 def test_serving_another_address_warns_of_what_is_open(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, token: bool, tls: bool, warning: str
 ) -> None:
-    import uvicorn
-
-    served: list[dict[str, Any]] = []
-    monkeypatch.setattr(uvicorn, "run", lambda app, **options: served.append(options))
+    served: list[uvicorn.Config] = []
+    monkeypatch.setattr(GracefulServer, "run", lambda server: served.append(server.config))
     options = ["--store", "memory", "--host", "0.0.0.0"]
     if token:
         (tmp_path / "token").write_text("s3cret")
@@ -285,7 +284,7 @@ def test_serving_another_address_warns_of_what_is_open(
     if not warning:
         assert "no authentication" not in result.output and "plain HTTP" not in result.output
     ((run,),) = [served]
-    assert run["host"] == "0.0.0.0" and (run["ssl_certfile"] is not None) == tls
+    assert run.host == "0.0.0.0" and (run.ssl_certfile is not None) == tls
 
 
 @pytest.mark.parametrize(

@@ -26,6 +26,7 @@ from tidegate.model.errors import ManifestErrors, Source
 from tidegate.model.manifests import load_text
 from tidegate.model.objects import PodPhase
 from tidegate.store import StoreError
+from tidegate.store.lease import StoreLease
 from tidegate.store.sql import Store, meta
 from tidegate.store.sql import jobs as jobs_table
 
@@ -318,11 +319,11 @@ def test_a_folder_job_s_stored_text_rebuilds_it(store: Store) -> None:
     assert rebuilt.group.source.file == FOLDER_BATCH_FILE
 
 
-def _serve(folder: Path, port: int, store: str, log: Path) -> subprocess.Popen[bytes]:
+def _serve(folder: Path, port: int, store: str, log: Path, *options: str) -> subprocess.Popen[bytes]:
     command = [sys.executable, "-m", "tidegate.cli.main", "serve", str(folder), "--port", str(port)]
     with log.open("ab") as output:
         return subprocess.Popen(
-            [*command, "--period", "0.1", "--store", store], stdout=output, stderr=subprocess.STDOUT
+            [*command, "--period", "0.1", "--store", store, *options], stdout=output, stderr=subprocess.STDOUT
         )
 
 
@@ -371,3 +372,67 @@ def test_the_tidegate_command_starts_without_loading_sqlalchemy_uvicorn_or_matpl
     loaded = "('sqlalchemy', 'uvicorn', 'matplotlib')"
     code = f"import sys, tidegate.cli.main; print(sorted(m for m in {loaded} if m in sys.modules))"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout == "[]\n"
+
+
+def test_one_server_at_a_time_holds_a_store(store_url: str) -> None:
+    now = [0.0]
+    stores = Store(store_url), Store(store_url)
+    a, b = (StoreLease(opened, name, 15, 2, lambda: now[0]) for opened, name in zip(stores, "ab", strict=True))
+    assert a.hold() and stores[0].holder == "a"
+    assert not stores[1].claim_lease("b", None)  # two first claims: the record is made once
+    assert not b.hold() and b.seen_holder == "a" and stores[1].holder is None
+    now[0] = 10.0
+    assert a.hold()  # renewed when due
+    with stores[0].write() as writer:  # a holder's write renews too
+        writer.mark_started()
+    assert not b.hold() and b.renewals_seen == 1  # b saw a alive
+    now[0] = 24.9
+    assert not b.hold()  # a's record unchanged for 14.9 s by b's clock
+    now[0] = 25.0
+    assert b.hold() and b.renewals_seen == 1  # unchanged for 15 s: a stopped; b takes over
+    with pytest.raises(StoreError, match="this server no longer holds it"), stores[0].write() as writer:
+        writer.mark_started()
+    assert not a.hold() and a.seen_holder == "b"  # a learns it lost the store
+    b.release()
+    assert a.hold() and a.seen_holder == ""  # released on a clean stop: taken at once
+    for opened in stores:
+        opened.close()
+
+
+def test_a_second_tidegate_serve_on_a_store_refuses_or_stands_by(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'state.db'}"
+    lease = ("--store-lease-seconds", "3")
+    deadline = time.monotonic() + 90
+    ports = [_free_port() for _ in range(3)]
+    logs = [tmp_path / f"serve-{i}.log" for i in range(3)]
+    first = _serve(SEED, ports[0], url, logs[0], *lease)
+    servers = [first]
+    try:
+        _wait_for(f"http://127.0.0.1:{ports[0]}/healthz", first, logs[0], deadline)
+        _call(f"http://127.0.0.1:{ports[0]}/jobs", "POST", vcjob("kept", queue="dev").encode())
+        second = _serve(SEED, ports[1], url, logs[1], *lease)
+        servers.append(second)
+        assert second.wait(timeout=30) == 1  # refused: the first renews its hold
+        assert f"store {url} is in use by" in " ".join(logs[1].read_text().split())
+        standby = _serve(SEED, ports[2], url, logs[2], *lease, "--standby")
+        servers.append(standby)
+        while "standing by to take over" not in logs[2].read_text():
+            assert standby.poll() is None and time.monotonic() < deadline, logs[2].read_text()
+            time.sleep(0.1)
+        first.kill()  # no clean stop: the lease runs out
+        first.wait(timeout=10)
+        kept = _wait_for(f"http://127.0.0.1:{ports[2]}/jobs/default/kept", standby, logs[2], deadline)
+        assert kept["events"][0]["message"] == "submitted"  # what the first accepted, served by the standby
+    finally:
+        for server in servers:
+            if server.poll() is None:
+                server.terminate()
+                server.wait(timeout=10)
+    assert standby.returncode == 0  # a clean stop gives the store up
+    again = _serve(SEED, ports[0], url, logs[0], *lease)
+    try:
+        _wait_for(f"http://127.0.0.1:{ports[0]}/healthz", again, logs[0], time.monotonic() + 20)
+        assert "store held by" not in logs[0].read_text()  # taken at once
+    finally:
+        again.terminate()
+        again.wait(timeout=10)

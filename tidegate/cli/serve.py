@@ -6,8 +6,9 @@ import ssl
 import threading
 import time
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -26,6 +27,7 @@ from tidegate.sim.loader import load_simulation
 from tidegate.sim.run import scenario_fleet
 from tidegate.sim.spec import ScenarioSpec
 from tidegate.store import StoreError
+from tidegate.store.lease import DURATION_SECONDS, RENEW_SECONDS, StoreLease, identity
 
 #: Where state lives unless told: a file in the current directory, so accepted work survives a restart.
 DEFAULT_STORE = "sqlite:///tidegate.db"
@@ -81,11 +83,28 @@ def serve(
     tls_private_key_file: Annotated[
         Path | None, typer.Option("--tls-private-key-file", help="The PEM private key of --tls-cert-file.")
     ] = None,
+    standby: Annotated[
+        bool,
+        typer.Option(
+            "--standby",
+            help="When another server holds the store, wait and take it over once that server stops (or stops "
+            "renewing its lease), instead of refusing to start.",
+        ),
+    ] = False,
+    lease_seconds: Annotated[
+        float,
+        typer.Option(
+            "--store-lease-seconds",
+            min=0.1,
+            help="How long a server that stopped renewing its hold on the store keeps it before another may "
+            "take over (a clean stop gives it up at once).",
+        ),
+    ] = DURATION_SECONDS,
 ) -> None:
     """Run the live control plane: the cluster comes from the manifests, jobs through the API (see docs/live.md)."""
     import uvicorn  # the web stack loads only when serving: the other commands start faster
 
-    from tidegate.server.app import create_app
+    from tidegate.server.app import GracefulServer, create_app
     from tidegate.store.sql import Store
 
     console, err = Console(), Console(stderr=True)
@@ -104,19 +123,27 @@ def serve(
     ms = load_manifests(paths)
     warn(err, ms.warnings)
     clock = WallClock(start=time.time())
+    lease = None
     try:
         fleet = served_fleet(paths, ms, scenario)
         warn(err, fleet.notes)
         opened = None if store == MEMORY else Store(store_url(store))
-        plane = ControlPlane.from_manifests(ms, clock, opened, fleet.pools, fleet.hpas, fleet.burst, fleet.budget)
-    except (ValueError, typer.BadParameter) as exc:
-        fail(err, [exc])
-        raise typer.Exit(1) from exc
-    except StoreError as exc:
-        fail(err, [exc])
-        raise typer.Exit(1) from exc
-    except ManifestErrors as exc:
-        fail(err, exc.errors)
+        if opened is not None:
+            lease = StoreLease(opened, identity(), lease_seconds, min(RENEW_SECONDS, lease_seconds / 3))
+        plane = ControlPlane.from_manifests(
+            ms,
+            clock,
+            opened,
+            fleet.pools,
+            fleet.hpas,
+            fleet.burst,
+            fleet.budget,
+            claim=partial(take_store, lease, standby, console) if lease is not None else None,
+        )
+    except (ValueError, typer.BadParameter, StoreError, ManifestErrors) as exc:
+        if lease is not None:
+            lease.release()  # the next start need not wait for it
+        fail(err, exc.errors if isinstance(exc, ManifestErrors) else [exc])
         raise typer.Exit(1) from exc
     warn(err, plane.warnings)
     plane.start(clock, period)
@@ -136,14 +163,57 @@ def serve(
             f"budget {f'{budget.per_period:,.2f} per {budget.period_hours:g} h' if budget else 'off'}",
             highlight=False,
         )
+    cert, key = tls or (None, None)
+    server = GracefulServer(
+        uvicorn.Config(
+            create_app(plane, access), host=host, port=port, log_level="warning", ssl_certfile=cert, ssl_keyfile=key
+        )
+    )
+    stopped, lost = threading.Event(), threading.Event()
+    if lease is not None:
+        threading.Thread(
+            target=keep_store, args=(lease, stopped, lost, server, err), name="tidegate-lease", daemon=True
+        ).start()
     try:
-        cert, key = tls or (None, None)
-        app = create_app(plane, access)
-        uvicorn.run(app, host=host, port=port, log_level="warning", ssl_certfile=cert, ssl_keyfile=key)
+        server.run()
     finally:
+        stopped.set()
         plane.stop()
+        if lease is not None:
+            lease.release()
         if opened is not None:
             opened.close()
+    if lost.is_set():
+        raise typer.Exit(1)
+
+
+def take_store(lease: StoreLease, standby: bool, console: Console) -> None:
+    """Hold the store's lease before anything is loaded from it. Another server's lease is waited out
+    while its record does not change (that server died); a change shows it alive, and then this one
+    refuses to start (StoreError), or with `standby` waits until it stops."""
+    told = False
+    while not lease.hold():
+        if not standby and lease.renewals_seen:
+            raise StoreError(
+                f"store {lease.store.where} is in use by {lease.seen_holder}, which keeps renewing its hold: "
+                "stop that server first, or start this one with --standby to take over when it stops"
+            )
+        if not told:
+            doing = "standing by to take over when it stops" if standby else f"waiting {lease.duration:g} s for it"
+            console.print(f"tidegate: store held by {lease.seen_holder}; {doing}", highlight=False)
+            told = True
+        time.sleep(lease.renew / 2)
+
+
+def keep_store(lease: StoreLease, stopped: threading.Event, lost: threading.Event, server: Any, err: Console) -> None:
+    """Renew the store's lease until the server stops; a lost lease stops the server (its writes are refused
+    from then on), and `tidegate serve` exits 1."""
+    while not stopped.wait(lease.renew / 2):
+        if not lease.hold():
+            err.print(f"tidegate: lost the store to {lease.seen_holder or 'another server'}: stopping", highlight=False)
+            lost.set()
+            server.should_exit = True
+            return
 
 
 @dataclass(frozen=True)

@@ -209,6 +209,7 @@ class ControlPlane(PlaneViews, FleetHosting):
         hpas: Sequence[HPASpec] = (),
         burst: Burst | None = None,
         budget: BudgetSpec | None = None,
+        claim: Callable[[], None] | None = None,
     ) -> ControlPlane:
         """Nodes, queues, priority classes and the scheduler configuration of a loaded folder.
 
@@ -216,10 +217,14 @@ class ControlPlane(PlaneViews, FleetHosting):
         folder holds are submitted at once (and stored). With a store that holds state, that state is
         restored instead (`_restore`): the folder's workloads were accepted at the first start, and jobs
         deleted since stay deleted. Raises ManifestErrors for any problem, naming file, object and field.
+        `claim` runs once the folder is valid, before the store is first touched (`tidegate serve` takes
+        the store's lease there), so a folder refused leaves no store behind.
         """
         errors = [*ms.errors, *validate(ms)]
         if errors:
             raise ManifestErrors(errors)
+        if claim is not None:
+            claim()
         config = ms.configurations[0] if ms.configurations else None
         saved = store.load() if store is not None else None
         kept = saved.pools if saved is not None else {}

@@ -29,9 +29,13 @@ not accepted; other changes are written with the next one).
 
 from __future__ import annotations
 
+import contextlib
+import signal
+import threading
 from collections.abc import Callable, Iterator
 from typing import Annotated, Any
 
+import uvicorn
 from fastapi import APIRouter, Body, Depends, FastAPI, HTTPException, Request
 from fastapi.responses import JSONResponse, PlainTextResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
@@ -294,3 +298,20 @@ class _QueueCollector(Collector):
             spent = GaugeMetricFamily("tidegate_budget_period_spent", "Cloud spend in the budget's current period")
             spent.add_metric([], budget["spent"])
             yield spent
+
+
+class GracefulServer(uvicorn.Server):
+    """uvicorn's server, except that SIGTERM and SIGINT only stop it. uvicorn raises a caught signal again
+    once it has shut down, which would kill `tidegate serve` before it gives its store up."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        if threading.current_thread() is not threading.main_thread():  # signals reach the main thread only
+            yield
+            return
+        previous = {sig: signal.signal(sig, self.handle_exit) for sig in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            yield
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)

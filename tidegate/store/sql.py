@@ -9,8 +9,10 @@ events; a queue patched live is its current manifest. SQLite (`sqlite:///tidegat
 
 Tables: `meta` (schema version, whether a control plane has started on it), `batches` (submitted text
 and its file name), `jobs` (one row a job, pods as JSON, in submission order), `events` (appended, one
-row an event), `queues` (patched queues' manifests), `pools` (served node pools' nodes and bills) and
-`controllers` (the budget's period). Each `Store.write()` is one transaction.
+row an event), `queues` (patched queues' manifests), `pools` (served node pools' nodes and bills),
+`controllers` (the budget's period) and `leases` (which server holds the store: `tidegate.store.lease`).
+Each `Store.write()` is one transaction; while a server holds the store (`Store.holder`), each one first
+checks that it still does, so a server that lost the store to another writes nothing more.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.engine import Engine, make_url
-from sqlalchemy.exc import ArgumentError, NoSuchModuleError, SQLAlchemyError
+from sqlalchemy.exc import ArgumentError, IntegrityError, NoSuchModuleError, SQLAlchemyError
 from sqlalchemy.sql import ColumnElement
 
 from tidegate.store.records import Batch, EventRow, JobState, PodState, Saved, StoredJob, StoreError
@@ -92,6 +94,18 @@ pools = Table("pools", metadata, Column("name", String(256), primary_key=True), 
 controllers = Table(
     "controllers", metadata, Column("name", String(256), primary_key=True), Column("state", JSON, nullable=False)
 )
+#: Which server holds the store: its identity ("" when released) and a counter its every write bumps.
+leases = Table(
+    "leases",
+    metadata,
+    Column("name", String(64), primary_key=True),
+    Column("holder", String(256), nullable=False),
+    Column("seq", Integer, nullable=False),
+)
+#: The one lease a store has (the table leaves room for more).
+LEASE = "control-plane"
+#: A lease's record: its holder and counter (what a candidate watches for change).
+LeaseRecord = tuple[str, int]
 
 
 class Writer:
@@ -143,6 +157,9 @@ class Store:
         so a control plane that refuses its folder leaves no database behind."""
         self.url = url
         self._ready = False
+        #: The identity this process holds the store's lease as (`tidegate.store.lease`): set, every write
+        #: first checks it still does. None: writes are not fenced (one process, tests, tools).
+        self.holder: str | None = None
         try:
             self.engine: Engine = create_engine(url)
         except (ArgumentError, NoSuchModuleError, ImportError) as exc:
@@ -188,9 +205,71 @@ class Store:
         try:
             self._prepare()
             with self.engine.begin() as conn:
+                if self.holder is not None and not self._bump(conn, self.holder):
+                    raise StoreError(f"store {self.where}: this server no longer holds it (another took it over)")
                 yield Writer(conn)
         except SQLAlchemyError as exc:
             raise StoreError(f"store {self.where}: {exc}") from exc
+
+    # -- the lease (see tidegate.store.lease) ----------------------------------------------------------
+    def lease_record(self) -> LeaseRecord | None:
+        """The lease's holder and counter, or None if no server ever held the store."""
+        try:
+            self._prepare()
+            with self.engine.connect() as conn:
+                row = conn.execute(select(leases.c.holder, leases.c.seq).where(leases.c.name == LEASE)).first()
+        except SQLAlchemyError as exc:
+            raise StoreError(f"store {self.where}: {exc}") from exc
+        return None if row is None else (row.holder, row.seq)
+
+    def claim_lease(self, holder: str, seen: LeaseRecord | None) -> bool:
+        """Take the lease as `holder` if its record is still `seen` (None: no record yet); False if another
+        server changed it first."""
+        try:
+            self._prepare()
+            with self.engine.begin() as conn:
+                if seen is None:
+                    conn.execute(insert(leases).values(name=LEASE, holder=holder, seq=0))
+                    return True
+                taken = conn.execute(
+                    update(leases)
+                    .where(leases.c.name == LEASE, leases.c.holder == seen[0], leases.c.seq == seen[1])
+                    .values(holder=holder, seq=leases.c.seq + 1)
+                )
+                return bool(taken.rowcount == 1)
+        except IntegrityError:
+            return False  # another server made the record first
+        except SQLAlchemyError as exc:
+            raise StoreError(f"store {self.where}: {exc}") from exc
+
+    def renew_lease(self, holder: str) -> bool:
+        """Bump the lease's counter if `holder` holds it (False: it does not)."""
+        try:
+            self._prepare()
+            with self.engine.begin() as conn:
+                return self._bump(conn, holder)
+        except SQLAlchemyError as exc:
+            raise StoreError(f"store {self.where}: {exc}") from exc
+
+    def release_lease(self, holder: str) -> None:
+        """Give the lease up if `holder` holds it, so the next server need not wait for it to run out."""
+        try:
+            self._prepare()
+            with self.engine.begin() as conn:
+                conn.execute(
+                    update(leases)
+                    .where(leases.c.name == LEASE, leases.c.holder == holder)
+                    .values(holder="", seq=leases.c.seq + 1)
+                )
+        except SQLAlchemyError as exc:
+            raise StoreError(f"store {self.where}: {exc}") from exc
+
+    @staticmethod
+    def _bump(conn: Connection, holder: str) -> bool:
+        bumped = conn.execute(
+            update(leases).where(leases.c.name == LEASE, leases.c.holder == holder).values(seq=leases.c.seq + 1)
+        )
+        return bool(bumped.rowcount == 1)
 
     def close(self) -> None:
         self.engine.dispose()
