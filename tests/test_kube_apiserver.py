@@ -236,6 +236,9 @@ def test_an_informer_follows_adds_changes_and_deletions(cluster: tuple[client.Co
         assert informer.lists == 1  # one list, then the watch alone
     finally:
         informer.stop()
+    started = time.monotonic()
+    assert informer.join(10.0)  # its open watch (60 s) was shut: the thread ends at once
+    assert time.monotonic() - started < 2.0
 
 
 def test_only_the_lease_holder_schedules_and_a_rival_takes_over_a_lease_left_to_expire(kubeconfig: Path) -> None:

@@ -9,6 +9,7 @@ conditions, and the deletion of a pod evicted by preempt or reclaim.
 from __future__ import annotations
 
 import json
+import logging
 import time
 from collections.abc import Callable
 from functools import partial
@@ -27,6 +28,9 @@ VOLCANO_GROUP, VOLCANO_VERSION = "scheduling.volcano.sh", "v1beta1"
 EVENT_SOURCE = "tidegate"
 #: Seconds a first read waits for the watches' first listings.
 SYNC_SECONDS = 60.0
+#: Seconds `close` waits for each stopped watch's thread.
+STOP_SECONDS = 5.0
+_log = logging.getLogger(__name__)
 
 
 class ClusterApi(Protocol):
@@ -121,9 +125,12 @@ class KubeApi:
         return sum(informer.changes for informer in self.informers)
 
     def close(self) -> None:
-        """Stop the watches."""
+        """Stop the watches and wait for their threads (a few seconds at most)."""
         for informer in self.informers:
             informer.stop()
+        for informer in self.informers:
+            if not informer.join(STOP_SECONDS):
+                _log.warning("%s informer did not stop within %g s", informer.kind, STOP_SECONDS)
 
     def bind(self, namespace: str, pod: str, node: str, gpu_index: str) -> None:
         if gpu_index:

@@ -3,19 +3,22 @@ store: reading them costs no API call, so a cycle on a large cluster does not pa
 
 A watch that ends (its timeout) is resumed from the last resourceVersion seen; one the API server no longer
 has (410 Gone) starts over from a list, as does any other error after a short pause. Objects are kept as
-the JSON documents the API server sent, with their apiVersion and kind.
+the JSON documents the API server sent, with their apiVersion and kind. `stop` shuts the open watch's
+socket, so the thread ends at once rather than at the watch's timeout: a process that stops must not
+leave it blocked in a read while the interpreter shuts down.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import threading
 from collections.abc import Callable
 from typing import Any
 
-from kubernetes import watch
 from kubernetes.client.exceptions import ApiException
+from kubernetes.watch.watch import iter_resp_lines
 
 _log = logging.getLogger(__name__)
 #: Seconds a watch request stays open before it is resumed (the API server ends it by then anyway).
@@ -39,7 +42,7 @@ class Informer:
         self._lock = threading.Lock()
         self.synced = threading.Event()
         self._stop = threading.Event()
-        self._watch: watch.Watch | None = None
+        self._response: Any = None  # the open watch request (a urllib3 response)
         self._thread = threading.Thread(target=self._run, name=f"tidegate-informer-{kind}", daemon=True)
         #: Lists done (the first, then one after each 410 or error).
         self.lists = 0
@@ -50,9 +53,18 @@ class Informer:
         self._thread.start()
 
     def stop(self) -> None:
+        """End the thread: the open watch's socket is shut, which wakes its read."""
         self._stop.set()
-        if self._watch is not None:
-            self._watch.stop()  # type: ignore[no-untyped-call]
+        response = self._response
+        if response is not None:
+            with contextlib.suppress(Exception):  # already closed, or released to the pool
+                response.shutdown()
+
+    def join(self, timeout: float) -> bool:
+        """Wait for the stopped thread to end; whether it has."""
+        if self._thread.ident is not None:
+            self._thread.join(timeout)
+        return not self._thread.is_alive()
 
     def items(self) -> list[dict[str, Any]]:
         with self._lock:
@@ -85,16 +97,26 @@ class Informer:
 
     def _follow(self, version: str) -> str:
         """Apply the watch's events from `version` until the request ends; the last version seen."""
-        self._watch = watch.Watch()  # type: ignore[no-untyped-call]
         try:
-            events = self._watch.stream(  # type: ignore[no-untyped-call]
-                self.list_call,
+            response = self.list_call(
+                watch=True,
                 resource_version=version,
                 timeout_seconds=WATCH_SECONDS,
                 allow_watch_bookmarks=True,
-                deserialize=False,
+                _preload_content=False,
             )
-            for event in events:
+        except ApiException as exc:
+            if exc.status == GONE:
+                raise _Gone from exc
+            raise
+        self._response = response
+        try:
+            if self._stop.is_set():  # stopped while the request was made: `stop` did not see it
+                return version
+            for line in iter_resp_lines(response):  # type: ignore[no-untyped-call]
+                if not line:
+                    continue
+                event = json.loads(line)
                 kind, obj = event.get("type"), event.get("object") or {}
                 if kind == "ERROR":
                     if obj.get("code") == GONE:
@@ -110,10 +132,9 @@ class Informer:
                         self._objects.pop(_key(doc), None)
                     else:  # ADDED, MODIFIED
                         self._objects[_key(doc)] = doc
-        except ApiException as exc:
-            if exc.status == GONE:
-                raise _Gone from exc
-            raise
+        finally:
+            self._response = None
+            response.release_conn()
         return version
 
 
