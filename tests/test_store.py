@@ -416,13 +416,20 @@ def test_a_second_tidegate_serve_on_a_store_refuses_or_stands_by(tmp_path: Path)
         assert f"store {url} is in use by" in " ".join(logs[1].read_text().split())
         standby = _serve(SEED, ports[2], url, logs[2], *lease, "--standby")
         servers.append(standby)
-        while "standing by to take over" not in logs[2].read_text():
-            assert standby.poll() is None and time.monotonic() < deadline, logs[2].read_text()
-            time.sleep(0.1)
+        # alive, not ready, and naming the holder while it waits
+        waiting = _wait_for(f"http://127.0.0.1:{ports[2]}/healthz", standby, logs[2], deadline)
+        assert waiting["ok"] and waiting["standby"] and waiting["store_held_by"]
+        assert "standing by to take over" in logs[2].read_text()
+        for path in ("readyz", "jobs/default/kept"):
+            with pytest.raises(urllib.error.HTTPError) as refused:
+                _call(f"http://127.0.0.1:{ports[2]}/{path}")
+            assert refused.value.code == 503
+            refused.value.close()
         first.kill()  # no clean stop: the lease runs out
         first.wait(timeout=10)
         kept = _wait_for(f"http://127.0.0.1:{ports[2]}/jobs/default/kept", standby, logs[2], deadline)
         assert kept["events"][0]["message"] == "submitted"  # what the first accepted, served by the standby
+        assert _call(f"http://127.0.0.1:{ports[2]}/readyz") == {"ready": True}
     finally:
         for server in servers:
             if server.poll() is None:

@@ -33,6 +33,8 @@ from tidegate.store.lease import DURATION_SECONDS, RENEW_SECONDS, StoreLease, id
 DEFAULT_STORE = "sqlite:///tidegate.db"
 #: The `--store` value that keeps state in memory only (a restart forgets it).
 MEMORY = "memory"
+#: Seconds a standby's answering server has to give its address up to the API.
+STANDBY_STOP_SECONDS = 10.0
 #: Addresses only this machine reaches: an API served there without a token is not a warning.
 LOOPBACK = ("127.0.0.1", "::1", "localhost")
 
@@ -124,6 +126,10 @@ def serve(
     warn(err, ms.warnings)
     clock = WallClock(start=time.time())
     lease = None
+    cert, key = tls or (None, None)
+    #: How the API is served (and a standby's answers while it waits).
+    options: dict[str, Any] = {"host": host, "port": port, "log_level": "warning", "ssl_certfile": cert}
+    options["ssl_keyfile"] = key
     try:
         fleet = served_fleet(paths, ms, scenario)
         warn(err, fleet.notes)
@@ -138,7 +144,7 @@ def serve(
             fleet.hpas,
             fleet.burst,
             fleet.budget,
-            claim=partial(take_store, lease, standby, console) if lease is not None else None,
+            claim=partial(take_store, lease, standby, console, options) if lease is not None else None,
         )
     except (ValueError, typer.BadParameter, StoreError, ManifestErrors) as exc:
         if lease is not None:
@@ -163,12 +169,7 @@ def serve(
             f"budget {f'{budget.per_period:,.2f} per {budget.period_hours:g} h' if budget else 'off'}",
             highlight=False,
         )
-    cert, key = tls or (None, None)
-    server = GracefulServer(
-        uvicorn.Config(
-            create_app(plane, access), host=host, port=port, log_level="warning", ssl_certfile=cert, ssl_keyfile=key
-        )
-    )
+    server = GracefulServer(uvicorn.Config(create_app(plane, access), **options))
     stopped, lost = threading.Event(), threading.Event()
     if lease is not None:
         threading.Thread(
@@ -187,22 +188,39 @@ def serve(
         raise typer.Exit(1)
 
 
-def take_store(lease: StoreLease, standby: bool, console: Console) -> None:
+def take_store(lease: StoreLease, standby: bool, console: Console, options: dict[str, Any]) -> None:
     """Hold the store's lease before anything is loaded from it. Another server's lease is waited out
     while its record does not change (that server died); a change shows it alive, and then this one
-    refuses to start (StoreError), or with `standby` waits until it stops."""
-    told = False
-    while not lease.hold():
-        if not standby and lease.renewals_seen:
-            raise StoreError(
-                f"store {lease.store.where} is in use by {lease.seen_holder}, which keeps renewing its hold: "
-                "stop that server first, or start this one with --standby to take over when it stops"
-            )
-        if not told:
-            doing = "standing by to take over when it stops" if standby else f"waiting {lease.duration:g} s for it"
-            console.print(f"tidegate: store held by {lease.seen_holder}; {doing}", highlight=False)
-            told = True
-        time.sleep(lease.renew / 2)
+    refuses to start (StoreError), or with `standby` waits until it stops, answering on its address
+    meanwhile (`standby_app`: alive, not ready)."""
+    import uvicorn
+
+    from tidegate.server.app import standby_app
+
+    if lease.hold():
+        return
+    answering, thread = None, None
+    if standby:
+        answering = uvicorn.Server(uvicorn.Config(standby_app(lambda: lease.seen_holder), **options))
+        thread = threading.Thread(target=answering.run, name="tidegate-standby", daemon=True)
+        thread.start()
+    try:
+        told = False
+        while not lease.hold():
+            if not standby and lease.renewals_seen:
+                raise StoreError(
+                    f"store {lease.store.where} is in use by {lease.seen_holder}, which keeps renewing its hold: "
+                    "stop that server first, or start this one with --standby to take over when it stops"
+                )
+            if not told:
+                doing = "standing by to take over when it stops" if standby else f"waiting {lease.duration:g} s for it"
+                console.print(f"tidegate: store held by {lease.seen_holder}; {doing}", highlight=False)
+                told = True
+            time.sleep(lease.renew / 2)
+    finally:
+        if answering is not None and thread is not None:  # the address is the API's from now on
+            answering.should_exit = True
+            thread.join(STANDBY_STOP_SECONDS)
 
 
 def keep_store(lease: StoreLease, stopped: threading.Event, lost: threading.Event, server: Any, err: Console) -> None:

@@ -1,6 +1,7 @@
 """The REST API of the live control plane (`tidegate serve`), with a Prometheus exporter.
 
     GET    /healthz                        liveness: cycles run, 503 while the last one failed
+    GET    /readyz                         readiness: 200 once serving (a standby answers 503)
     GET    /queues                         every queue: spec, jobs by phase, allocated, pending seconds
     GET    /queues/{name}
     PATCH  /queues/{name}                  JSON merge patch, e.g. {"spec": {"weight": 10}}
@@ -18,7 +19,7 @@
     POST   /nodes/{name}/interruption      a spot interruption notice, {"notice_seconds": 120} (optional)
     GET    /metrics                        volcano_queue_pending_jobs_duration_seconds and more
 
-With `tidegate serve --token-file`, every call but /healthz and /metrics needs `Authorization: Bearer
+With `tidegate serve --token-file`, every call but /healthz, /readyz and /metrics needs `Authorization: Bearer
 <token>` (401 otherwise), and the token's groups must grant the call's right (403 otherwise; see
 `tidegate.server.access`): reads need view, submitting and deleting jobs submit (in the job's
 namespace), pod status, spot notices and link state agent, and editing a queue admin. Bad input answers
@@ -155,6 +156,11 @@ def create_app(plane: ControlPlane, access: Access | None = None) -> FastAPI:
         }
         return JSONResponse(body, status_code=503 if plane.last_error else 200)
 
+    @app.get("/readyz")
+    def readyz() -> dict[str, Any]:
+        """This server holds its store and serves the API (a standby answers 503: `standby_app`)."""
+        return {"ready": True}
+
     @api.get("/queues")
     def queues() -> list[dict[str, Any]]:
         return plane.queues_view()
@@ -232,6 +238,27 @@ def create_app(plane: ControlPlane, access: Access | None = None) -> FastAPI:
         return PlainTextResponse(generate_latest(registry), media_type=PROMETHEUS_CONTENT_TYPE)
 
     app.include_router(api)
+    return app
+
+
+def standby_app(held_by: Callable[[], str]) -> FastAPI:
+    """What a standby server (`tidegate serve --standby`) answers while another holds the store: alive
+    (`/healthz` 200, so a liveness probe leaves it be), not ready (`/readyz` 503, so a Service sends it no
+    calls), and 503 to everything else, naming the holder."""
+    app = FastAPI(title="tidegate (standby)", version="0.1.0")
+
+    def standing_by() -> dict[str, Any]:
+        return {"standby": True, "store_held_by": held_by()}
+
+    @app.get("/healthz")
+    def healthz() -> dict[str, Any]:
+        return {"ok": True, **standing_by()}
+
+    @app.api_route("/{path:path}", methods=["GET", "POST", "PUT", "PATCH", "DELETE"])
+    def elsewhere(path: str) -> JSONResponse:
+        error = f"standby: another server holds the store ({held_by()}); this one takes over when it stops"
+        return JSONResponse({"ready": False, "error": error, **standing_by()}, status_code=503)
+
     return app
 
 
