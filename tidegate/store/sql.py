@@ -202,32 +202,36 @@ class Store:
     @contextmanager
     def write(self) -> Iterator[Writer]:
         """One transaction: committed when the block ends, rolled back if it raises."""
+        with self._transaction() as conn:
+            if self.holder is not None and not self._bump(conn, self.holder):
+                raise StoreError(f"store {self.where}: this server no longer holds it (another took it over)")
+            yield Writer(conn)
+
+    @contextmanager
+    def _transaction(self, conflicts: bool = False) -> Iterator[Connection]:
+        """A connection in a transaction; database errors raise StoreError (an IntegrityError itself with
+        `conflicts`, for the caller to take as a lost race)."""
         try:
             self._prepare()
             with self.engine.begin() as conn:
-                if self.holder is not None and not self._bump(conn, self.holder):
-                    raise StoreError(f"store {self.where}: this server no longer holds it (another took it over)")
-                yield Writer(conn)
+                yield conn
         except SQLAlchemyError as exc:
+            if conflicts and isinstance(exc, IntegrityError):
+                raise
             raise StoreError(f"store {self.where}: {exc}") from exc
 
     # -- the lease (see tidegate.store.lease) ----------------------------------------------------------
     def lease_record(self) -> LeaseRecord | None:
         """The lease's holder and counter, or None if no server ever held the store."""
-        try:
-            self._prepare()
-            with self.engine.connect() as conn:
-                row = conn.execute(select(leases.c.holder, leases.c.seq).where(leases.c.name == LEASE)).first()
-        except SQLAlchemyError as exc:
-            raise StoreError(f"store {self.where}: {exc}") from exc
+        with self._transaction() as conn:
+            row = conn.execute(select(leases.c.holder, leases.c.seq).where(leases.c.name == LEASE)).first()
         return None if row is None else (row.holder, row.seq)
 
     def claim_lease(self, holder: str, seen: LeaseRecord | None) -> bool:
         """Take the lease as `holder` if its record is still `seen` (None: no record yet); False if another
         server changed it first."""
         try:
-            self._prepare()
-            with self.engine.begin() as conn:
+            with self._transaction(conflicts=True) as conn:
                 if seen is None:
                     conn.execute(insert(leases).values(name=LEASE, holder=holder, seq=0))
                     return True
@@ -239,30 +243,20 @@ class Store:
                 return bool(taken.rowcount == 1)
         except IntegrityError:
             return False  # another server made the record first
-        except SQLAlchemyError as exc:
-            raise StoreError(f"store {self.where}: {exc}") from exc
 
     def renew_lease(self, holder: str) -> bool:
         """Bump the lease's counter if `holder` holds it (False: it does not)."""
-        try:
-            self._prepare()
-            with self.engine.begin() as conn:
-                return self._bump(conn, holder)
-        except SQLAlchemyError as exc:
-            raise StoreError(f"store {self.where}: {exc}") from exc
+        with self._transaction() as conn:
+            return self._bump(conn, holder)
 
     def release_lease(self, holder: str) -> None:
         """Give the lease up if `holder` holds it, so the next server need not wait for it to run out."""
-        try:
-            self._prepare()
-            with self.engine.begin() as conn:
-                conn.execute(
-                    update(leases)
-                    .where(leases.c.name == LEASE, leases.c.holder == holder)
-                    .values(holder="", seq=leases.c.seq + 1)
-                )
-        except SQLAlchemyError as exc:
-            raise StoreError(f"store {self.where}: {exc}") from exc
+        with self._transaction() as conn:
+            conn.execute(
+                update(leases)
+                .where(leases.c.name == LEASE, leases.c.holder == holder)
+                .values(holder="", seq=leases.c.seq + 1)
+            )
 
     @staticmethod
     def _bump(conn: Connection, holder: str) -> bool:
