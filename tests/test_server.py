@@ -162,6 +162,14 @@ def _serving(tmp_path: Path, *options: str, tls: ssl.SSLContext | None = None) -
         server.wait(timeout=10)
 
 
+def test_tidegate_serve_reads_its_store_from_the_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    url = f"sqlite:///{tmp_path / 'from-env.db'}"
+    monkeypatch.setenv("TIDEGATE_STORE", url)  # a password stays out of the process list
+    with _serving(tmp_path, "--period", "0.1") as (_, log):
+        assert f"state lives in {url}" in log.read_text()
+    assert (tmp_path / "from-env.db").is_file() and not (tmp_path / "tidegate.db").exists()
+
+
 def test_tidegate_serve_schedules_on_the_wall_clock(tmp_path: Path) -> None:
     with _serving(tmp_path, "--period", "0.1") as (base, log):
         deadline = time.monotonic() + 30

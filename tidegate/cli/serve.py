@@ -52,8 +52,10 @@ def serve(
         str,
         typer.Option(
             "--store",
+            envvar="TIDEGATE_STORE",
             help="Where state lives: a SQLAlchemy URL (sqlite:///path.db, postgresql+psycopg://...), "
-            "a file path (SQLite), or 'memory' (a restart forgets every job).",
+            "a file path (SQLite), or 'memory' (a restart forgets every job). Also read from $TIDEGATE_STORE, "
+            "which keeps a database password out of the process list.",
         ),
     ] = DEFAULT_STORE,
     scenario: Annotated[
@@ -70,7 +72,7 @@ def serve(
             "--token-file",
             help="The API's bearer tokens: one token (may do everything), or Kubernetes' static token file "
             '(token,user,uid,"groups" per line; groups tidegate:view, tidegate:submit[:<namespace>], '
-            "tidegate:agent, tidegate:admin). Every call but /healthz and /metrics must then send "
+            "tidegate:agent, tidegate:admin). Every call but /healthz, /readyz and /metrics must then send "
             "'Authorization: Bearer <token>'. Without it the API is open to whoever reaches the port.",
         ),
     ] = None,
