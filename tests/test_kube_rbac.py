@@ -10,16 +10,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import typer
 from kube_apiserver import SCHEDULER_ACCOUNT, SCHEDULER_TOKEN, eventually, kube_apiserver, user_kubeconfig
 from kubernetes import client, config, utils
 from kubernetes.client.exceptions import ApiException
 
+from tidegate.cli.main import app
 from tidegate.fleet.burst import Burst
 from tidegate.kube.api import KubeApi
 from tidegate.kube.lease import Lease
 from tidegate.kube.scheduler import ClusterScheduler
 
 DEPLOY = Path(__file__).resolve().parents[1] / "deploy" / "kube"
+SERVE = DEPLOY.parent / "serve"
 GROUP, VERSION = "scheduling.volcano.sh", "v1beta1"
 NAMESPACE = "jobs"
 
@@ -156,3 +159,22 @@ def test_the_deployment_manifest_is_one_the_api_server_accepts(kubeconfigs: tupl
     assert f"system:serviceaccount:kube-system:{spec.service_account_name}" == SCHEDULER_ACCOUNT
     args = spec.containers[0].args
     assert args[0] == "kube" and "--leader-elect" in args and "--metrics-port=8080" in args
+
+
+def test_the_serve_manifests_are_ones_the_api_server_accepts(kubeconfigs: tuple[Path, Path]) -> None:
+    admin = config.new_client_from_config(config_file=str(kubeconfigs[0]))
+    created = [obj for objects in utils.create_from_yaml(admin, str(SERVE / "serve.yaml")) for obj in objects]
+    assert [obj.kind for obj in created] == ["Namespace", "Deployment", "Service"]
+    spec = client.AppsV1Api(admin).read_namespaced_deployment("tidegate-serve", "tidegate").spec.template.spec
+    (container,) = spec.containers
+    assert container.args[:2] == ["serve", "/etc/tidegate/cluster"] and "--standby" in container.args
+    assert container.readiness_probe.http_get.path == "/readyz"
+    assert container.liveness_probe.http_get.path == "/healthz"
+    assert [env.name for env in container.env] == ["TIDEGATE_STORE"]
+    service = client.CoreV1Api(admin).read_namespaced_service("tidegate", "tidegate")
+    assert service.spec.selector == {"app.kubernetes.io/name": "tidegate-serve"}
+    # the arguments are ones `tidegate serve` takes (parsed by the command itself, not run)
+    group = typer.main.get_command(app)
+    serve = group.get_command(group.make_context("tidegate", ["serve"]), "serve")
+    parsed = serve.make_context("serve", container.args[1:]).params
+    assert parsed["standby"] and parsed["host"] == "0.0.0.0" and str(parsed["token_file"]).endswith("tokens.csv")
