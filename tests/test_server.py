@@ -234,7 +234,7 @@ def test_tidegate_serve_with_a_token_file_refuses_calls_without_the_token(tmp_pa
 def test_tidegate_serve_with_a_static_token_file_grants_each_user_its_groups(tmp_path: Path) -> None:
     tokens = tmp_path / "tokens.csv"
     tokens.write_text('v13w,grafana,1,"tidegate:view"\nt3am,alice,2,"tidegate:submit:default"\n')
-    with _serving(tmp_path, "--store", "memory", "--token-file", str(tokens)) as (base, _):
+    with _serving(tmp_path, "--store", "memory", "--token-file", str(tokens)) as (base, log):
         assert [q["name"] for q in _call(f"{base}/queues", token="v13w")]
         with pytest.raises(urllib.error.HTTPError) as refused:
             _call(f"{base}/jobs", "POST", vcjob("x").encode(), token="v13w")
@@ -242,6 +242,8 @@ def test_tidegate_serve_with_a_static_token_file_grants_each_user_its_groups(tmp
         refused.value.close()
         assert _call(f"{base}/jobs", "POST", vcjob("x").encode(), token="t3am") == {"accepted": ["default/x"]}
         assert _call(f"{base}/jobs/default/x", token="v13w")["events"][0]["message"] == "submitted by alice"
+    audited = [json.loads(line) for line in log.read_text().splitlines() if line.startswith('{"time"')]
+    assert [(e["user"], e["verb"], e["code"]) for e in audited] == [("grafana", "POST", 403), ("alice", "POST", 201)]
 
 
 def test_tidegate_serve_speaks_https_with_a_certificate_and_key(tmp_path: Path) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ from tidegate.live.control_plane import ControlPlane
 from tidegate.model.manifests import load_text
 from tidegate.server.access import Access, Principal, Right, read_access
 from tidegate.server.app import create_app
+from tidegate.server.audit import AuditLog
 
 TOKENS = """# token,user,uid,"groups": Kubernetes' static token file
 root,ops,1,"tidegate:admin"
@@ -131,3 +133,29 @@ def test_a_single_token_is_the_admin_of_before_roles(tmp_path: Path) -> None:
     assert client.patch("/queues/dev", json={"spec": {"weight": 3}}, headers=_as("s3cret")).status_code == 200
     assert client.post("/jobs", content=_in("any", vcjob("x")), headers=_as("s3cret")).status_code == 201
     assert plane.jobs["any/x"].events[0][1] == "submitted by admin"
+
+
+def test_every_call_that_may_change_state_is_audited_with_its_user(tmp_path: Path) -> None:
+    (tmp_path / "tokens").write_text(TOKENS)
+    plane = ControlPlane.from_manifests(load_text(CLUSTER, "cluster.yaml"), SimClock())
+    audit = AuditLog(str(tmp_path / "audit.log"))
+    client = TestClient(create_app(plane, read_access(tmp_path / "tokens"), audit))
+    assert client.patch("/queues/dev", json={"spec": {"weight": 7}}, headers=_as("root")).status_code == 200
+    assert client.post("/jobs", content=vcjob("x"), headers=_as("look")).status_code == 403
+    assert client.post("/jobs", content=vcjob("x"), headers=_as("team")).status_code == 201
+    assert client.delete("/jobs/default/x", headers=_as("nope")).status_code == 401
+    assert client.get("/jobs", headers=_as("look")).status_code == 200  # a read: not audited
+    audit.close()
+    lines = [json.loads(line) for line in (tmp_path / "audit.log").read_text().splitlines()]
+    assert [(e["user"], e["verb"], e["path"], e["code"]) for e in lines] == [
+        ("ops", "PATCH", "/queues/dev", 200),
+        ("grafana", "POST", "/jobs", 403),
+        ("alice", "POST", "/jobs", 201),
+        ("", "DELETE", "/jobs/default/x", 401),
+    ]
+    assert all(e["time"].endswith("Z") for e in lines)
+
+
+def test_an_audit_log_that_cannot_be_opened_is_named(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match=r"^--audit-log .*missing/audit.log: No such file"):
+        AuditLog(str(tmp_path / "missing" / "audit.log"))

@@ -23,6 +23,7 @@ from tidegate.live.control_plane import DEFAULT_PERIOD_SECONDS, ControlPlane
 from tidegate.model.errors import ManifestErrors
 from tidegate.model.manifests import ManifestSet, load_manifests
 from tidegate.server.access import read_access
+from tidegate.server.audit import STDERR, AuditLog
 from tidegate.sim.loader import load_simulation
 from tidegate.sim.run import scenario_fleet
 from tidegate.sim.spec import ScenarioSpec
@@ -87,6 +88,14 @@ def serve(
     tls_private_key_file: Annotated[
         Path | None, typer.Option("--tls-private-key-file", help="The PEM private key of --tls-cert-file.")
     ] = None,
+    audit_log: Annotated[
+        str,
+        typer.Option(
+            "--audit-log",
+            help="Where every API call that may change state is recorded, one JSON line each (who, verb, path, "
+            "time, answer): a file appended to, or '-' for standard error.",
+        ),
+    ] = STDERR,
     standby: Annotated[
         bool,
         typer.Option(
@@ -115,6 +124,7 @@ def serve(
     try:
         access = read_access(token_file) if token_file is not None else None
         tls = check_tls(tls_cert_file, tls_private_key_file)
+        audit = AuditLog(audit_log)
     except ValueError as exc:
         fail(err, [exc])
         raise typer.Exit(1) from exc
@@ -171,7 +181,7 @@ def serve(
             f"budget {f'{budget.per_period:,.2f} per {budget.period_hours:g} h' if budget else 'off'}",
             highlight=False,
         )
-    server = GracefulServer(uvicorn.Config(create_app(plane, access), **options))
+    server = GracefulServer(uvicorn.Config(create_app(plane, access, audit), **options))
     stopped, lost = threading.Event(), threading.Event()
     if lease is not None:
         threading.Thread(
@@ -186,6 +196,7 @@ def serve(
             lease.release()
         if opened is not None:
             opened.close()
+        audit.close()
     if lost.is_set():
         raise typer.Exit(1)
 

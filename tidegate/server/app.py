@@ -33,12 +33,12 @@ from __future__ import annotations
 import contextlib
 import signal
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Annotated, Any
 
 import uvicorn
 from fastapi import APIRouter, Body, Depends, FastAPI, HTTPException, Request
-from fastapi.responses import JSONResponse, PlainTextResponse
+from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
@@ -51,6 +51,7 @@ from tidegate.model.errors import ManifestError, ManifestErrors
 from tidegate.model.objects import PodPhase
 from tidegate.model.quantity import scale_of
 from tidegate.server.access import Access, Principal, Right
+from tidegate.server.audit import AuditLog
 from tidegate.store import StoreError
 
 PROMETHEUS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -87,6 +88,7 @@ def caller(request: Request, credentials: Annotated[HTTPAuthorizationCredentials
     holder = access.holder(credentials.credentials if credentials is not None else "")
     if holder is None:
         raise HTTPException(401, "a valid bearer token is required", {"WWW-Authenticate": "Bearer"})
+    request.state.user = holder.user  # for the audit log
     return holder
 
 
@@ -114,12 +116,23 @@ Agent = Annotated[Principal, Depends(_needs(Right.REPORT))]
 Admin = Annotated[Principal, Depends(_needs(Right.ADMIN))]
 
 
-def create_app(plane: ControlPlane, access: Access | None = None) -> FastAPI:
+def create_app(plane: ControlPlane, access: Access | None = None, audit: AuditLog | None = None) -> FastAPI:
     """The API over one control plane (the caller runs its clock). With `access`, every call but
-    `/healthz` and `/metrics` must carry `Authorization: Bearer <token>` of a holder with the call's right
-    (401 without a known token, 403 without the right)."""
+    `/healthz`, `/readyz` and `/metrics` must carry `Authorization: Bearer <token>` of a holder with the
+    call's right (401 without a known token, 403 without the right). With `audit`, every call that may
+    change state is recorded there, answered or refused."""
     app = FastAPI(title="tidegate", summary="tidegate's live control plane", version="0.1.0")
     app.state.access = access
+    if audit is not None:
+
+        @app.middleware("http")
+        async def audited(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
+            response = await call_next(request)
+            if request.method not in ("GET", "HEAD"):
+                user = getattr(request.state, "user", "")
+                audit.record(user, request.method, request.url.path, response.status_code)
+            return response
+
     api = APIRouter(dependencies=[Depends(_needs(Right.VIEW))])
     registry = CollectorRegistry()
     registry.register(_QueueCollector(plane))
