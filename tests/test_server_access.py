@@ -50,6 +50,7 @@ def test_one_bare_token_may_do_everything(tmp_path: Path) -> None:
         ("a,b", 'line 1: expected token,user,uid,"groups"'),
         ('a,alice,1,"tidegate:view"\nb,bob,2,"tidegate:owner"', "line 2: unknown group tidegate:owner (known: "),
         ('a,alice,1,"tidegate:view:default"', "line 1: unknown group tidegate:view:default"),
+        ('a,alice,1,"tidegate:submit:"', "line 1: unknown group tidegate:submit:"),
         ('a,alice,1,"system:masters"', "line 1: user alice is in no tidegate group, so may do nothing"),
         ("a,alice,1", "line 1: user alice is in no tidegate group"),
         ('a,alice,1,"tidegate:view"\n\na,bob,2,"tidegate:view"', "line 3: the token of line 1 again"),

@@ -131,8 +131,8 @@ def _principal(user: str, groups: Collection[str], where: str) -> Principal:
         if not group.startswith(GROUP_PREFIX):
             continue  # another system's group (e.g. system:masters) grants nothing here
         name = group.removeprefix(GROUP_PREFIX)
-        base, _, namespace = name.partition(":")
-        if base not in GROUPS or (namespace and base != "submit"):
+        base, scoped, namespace = name.partition(":")
+        if base not in GROUPS or (scoped and (base != "submit" or not namespace)):
             raise ValueError(f"{where}: unknown group {group} (known: {GROUP_NAMES})")
         rights |= GROUPS[base]
         if base == "submit":
