@@ -443,3 +443,24 @@ def test_a_second_tidegate_serve_on_a_store_refuses_or_stands_by(tmp_path: Path)
     finally:
         again.terminate()
         again.wait(timeout=10)
+
+
+def test_a_holder_that_cannot_reach_its_store_keeps_the_lease_for_the_duration_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    now = [0.0]
+    store = Store(f"sqlite:///{tmp_path / 'state.db'}")
+    lease = StoreLease(store, "a", 15, 2, lambda: now[0])
+    assert lease.hold()
+
+    def unreachable() -> None:
+        raise StoreError("store: connection refused")
+
+    monkeypatch.setattr(store, "lease_record", unreachable)
+    now[0] = 14.9
+    assert lease.hold()  # renewing failed, but within the duration since the last renewal
+    now[0] = 15.0
+    assert not lease.hold() and not lease.holding  # a rival may take it over by now: stop
+    monkeypatch.undo()
+    assert lease.hold()  # reachable again and nobody took it: held again
+    store.close()
