@@ -399,8 +399,8 @@ def test_one_server_at_a_time_holds_a_store(store_url: str) -> None:
         opened.close()
 
 
-def test_a_second_tidegate_serve_on_a_store_refuses_or_stands_by(tmp_path: Path) -> None:
-    url = f"sqlite:///{tmp_path / 'state.db'}"
+def test_a_second_tidegate_serve_on_a_store_refuses_or_stands_by(tmp_path: Path, store_url: str) -> None:
+    url = store_url
     lease = ("--store-lease-seconds", "3")
     deadline = time.monotonic() + 90
     ports = [_free_port() for _ in range(3)]
