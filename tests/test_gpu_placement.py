@@ -219,7 +219,7 @@ def test_an_explicit_card_policy_overrides_the_policys_card() -> None:
 
 
 def test_an_unknown_policy_is_refused() -> None:
-    with pytest.raises(ValueError, match=r"gpushare\.policy 'tightest'"):
+    with pytest.raises(ValueError, match=r"argument gpushare\.policy: 'tightest': use one of first-fit"):
         session(CLUSTER, [], "tightest")
 
 

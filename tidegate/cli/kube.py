@@ -14,9 +14,9 @@ from rich.console import Console
 
 from tidegate.cli.output import fail, warn
 from tidegate.fleet.burst import Burst
-from tidegate.model.errors import ManifestErrors
 from tidegate.model.manifests import load_manifests
 from tidegate.model.objects import SchedulerConfiguration
+from tidegate.scheduler.admission import admission_errors
 
 
 def kube(
@@ -76,11 +76,10 @@ def kube(
     configuration = SchedulerConfiguration()
     if config is not None:
         ms = load_manifests([config])
-        try:
-            ms.raise_for_errors()
-        except ManifestErrors as exc:
-            fail(err, exc.errors)
-            raise typer.Exit(1) from exc
+        errors = [*ms.errors, *admission_errors(ms)]
+        if errors:
+            fail(err, errors)
+            raise typer.Exit(1)
         warn(err, ms.warnings)
         if not ms.configurations:
             fail(err, [f"{config}: no SchedulerConfiguration in it"])

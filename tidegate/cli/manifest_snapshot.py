@@ -8,7 +8,7 @@ from tidegate.model.errors import ManifestError
 from tidegate.model.expand import workload_from
 from tidegate.model.manifests import ManifestSet
 from tidegate.model.objects import SchedulerConfiguration
-from tidegate.model.validation import validate
+from tidegate.scheduler.admission import admission_errors
 from tidegate.scheduler.snapshot import Snapshot
 
 
@@ -22,7 +22,7 @@ class Prepared:
 
 def prepare(ms: ManifestSet, now: float = 0.0) -> Prepared:
     """Validate, expand vcjobs into PodGroups and pods, and pick the scheduler configuration."""
-    errors = [*ms.errors, *validate(ms)]
+    errors = [*ms.errors, *admission_errors(ms)]
     workload = workload_from(ms)
     errors.extend(workload.errors)
     pods = [pod for group in workload.groups for pod in workload.pods_by_group.get(group.key, [])]

@@ -64,6 +64,7 @@ from tidegate.model.objects import (
     SchedulerConfiguration,
 )
 from tidegate.model.validation import validate
+from tidegate.scheduler.admission import admission_errors
 from tidegate.scheduler.online import OnlineScheduler
 from tidegate.scheduler.snapshot import Decisions, Pipeline
 from tidegate.store import Batch, JobState, PodState, Saved, StoredJob, StoreError
@@ -220,7 +221,7 @@ class ControlPlane(PlaneViews, FleetHosting):
         `claim` runs once the folder is valid, before the store is first touched (`tidegate serve` takes
         the store's lease there), so a folder refused leaves no store behind.
         """
-        errors = [*ms.errors, *validate(ms)]
+        errors = [*ms.errors, *admission_errors(ms)]
         if errors:
             raise ManifestErrors(errors)
         if claim is not None:

@@ -99,22 +99,43 @@ class Plugin:
     def on_session_close(self, ssn: Session) -> None:
         """Release per-session state."""
 
+    def check_arguments(self) -> None:
+        """Read every argument the plugin takes, as a session would: raises PluginArgumentError at a bad one.
+        What validation calls, so a bad configuration is refused before any session opens."""
+
     # -- argument helpers --------------------------------------------------------------------
-    def float_arg(self, key: str, default: float) -> float:
+    def float_arg(self, key: str, default: float, minimum: float | None = None) -> float:
         value = self.arguments.get(key, default)
         try:
-            return float(value)
+            number = float(value)
         except (TypeError, ValueError) as exc:
-            raise ValueError(f"plugin {self.name}: argument {key}: {value!r} is not a number") from exc
+            raise PluginArgumentError(self.name, key, f"{value!r} is not a number") from exc
+        if minimum is not None and number < minimum:
+            raise PluginArgumentError(self.name, key, f"{value!r}: must be >= {minimum:g}")
+        return number
 
-    def bool_arg(self, key: str, default: bool) -> bool:
+    def int_arg(self, key: str, default: int) -> int:
         value = self.arguments.get(key, default)
-        if isinstance(value, str):
-            return value.strip().lower() in {"true", "1", "yes", "on"}
-        return bool(value)
+        if isinstance(value, bool) or not isinstance(value, int | str):
+            raise PluginArgumentError(self.name, key, f"{value!r} is not an integer")
+        try:
+            return int(value)
+        except ValueError as exc:
+            raise PluginArgumentError(self.name, key, f"{value!r} is not an integer") from exc
 
-    def str_arg(self, key: str, default: str) -> str:
-        return str(self.arguments.get(key, default))
+    def str_arg(self, key: str, default: str, choices: Sequence[str] = ()) -> str:
+        value = str(self.arguments.get(key, default))
+        if choices and value not in choices:
+            raise PluginArgumentError(self.name, key, f"{value!r}: use one of {', '.join(choices)}")
+        return value
+
+
+class PluginArgumentError(ValueError):
+    """A plugin argument that is not what the plugin reads; names the plugin and the argument."""
+
+    def __init__(self, plugin: str, key: str, message: str) -> None:
+        super().__init__(f"plugin {plugin}: argument {key}: {message}")
+        self.key, self.message = key, message
 
 
 @dataclass(slots=True)
@@ -180,6 +201,9 @@ class PluginRegistry:
 
     def names(self) -> Sequence[str]:
         return sorted(self._factories)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._factories
 
 
 class Action(Protocol):

@@ -15,7 +15,7 @@ from tidegate.model.errors import ManifestError, ManifestErrors, Source
 from tidegate.model.manifests import load_manifests
 from tidegate.model.objects import Job, Queue, SchedulerConfiguration
 from tidegate.model.resources import Resources
-from tidegate.model.validation import validate
+from tidegate.scheduler.admission import admission_errors
 from tidegate.sim.spec import (
     API_VERSION,
     SIM_KINDS,
@@ -53,7 +53,7 @@ class SimulationInput:
 def load_simulation(paths: list[str]) -> SimulationInput:
     """Load and check a simulation's manifests; raise ManifestErrors listing every problem."""
     ms = load_manifests(paths)
-    errors = [*ms.errors, *validate(ms)]
+    errors = [*ms.errors, *admission_errors(ms)]
     sim = SimulationInput(
         queues=ms.queues,
         config=ms.configurations[0] if ms.configurations else SchedulerConfiguration(),

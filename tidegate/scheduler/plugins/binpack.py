@@ -39,16 +39,23 @@ class BinpackPlugin(Plugin):
         """Weights and node capacities: fixed while the node table is (a long-lived session rebuilds
         them only when nodes change)."""
         self._generation = ssn.table.generation
-        self.weight = self.float_arg("binpack.weight", 1)
-        weights = {CPU: self.float_arg("binpack.cpu", 1), MEMORY: self.float_arg("binpack.memory", 1)}
-        extra = [r.strip() for r in self.str_arg("binpack.resources", "").split(",") if r.strip()]
-        for resource in extra:
-            weights[resource] = self.float_arg(f"binpack.resources.{resource}", 1)
+        self.weight, weights = self._weights()
         cols = [(ssn.index.col[name], w) for name, w in weights.items() if name in ssn.index.col and w > 0]
         self.cols = np.array([c for c, _ in cols], dtype=np.int64)
         self.weights = np.array([w for _, w in cols], dtype=np.float64)
         self._col_weights = [(int(c), float(w)) for c, w in zip(self.cols, self.weights, strict=True)]
         self._alloc_rows: list[list[float]] = ssn.table.alloc[:, self.cols].astype(np.float64).tolist()
+
+    def check_arguments(self) -> None:
+        self._weights()
+
+    def _weights(self) -> tuple[float, dict[str, float]]:
+        """binpack.weight, and each resource's weight (cpu, memory, and those binpack.resources names)."""
+        weights = {CPU: self.float_arg("binpack.cpu", 1), MEMORY: self.float_arg("binpack.memory", 1)}
+        extra = [r.strip() for r in self.str_arg("binpack.resources", "").split(",") if r.strip()]
+        for resource in extra:
+            weights[resource] = self.float_arg(f"binpack.resources.{resource}", 1)
+        return self.float_arg("binpack.weight", 1), weights
 
     def dynamic_score(self, task: TaskInfo, rows: IntArray | slice) -> FloatArray:
         table = self.ssn.table

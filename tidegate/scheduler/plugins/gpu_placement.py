@@ -42,13 +42,13 @@ mix is then recounted from the jobs the session holds.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, Protocol
+from typing import Protocol
 
 import numpy as np
 
 from tidegate.model.resources import CPU, MEMORY, Resources
 from tidegate.scheduler.fragmentation import NEVER, CardShares, FragmentationModel, MixShape
+from tidegate.scheduler.framework import Plugin
 from tidegate.scheduler.info import TaskInfo
 from tidegate.scheduler.node_table import FloatArray, IntArray
 from tidegate.scheduler.session import Session
@@ -484,22 +484,28 @@ class FragAware(_Policy):
         return int(min(cards.tolist(), key=lambda card: after[card]))
 
 
-def make_policy(name: str, ssn: Session, arguments: Mapping[str, Any]) -> PlacementPolicy:
-    """The policy called `name`, with its gpushare arguments (`gpushare.seed`, `gpushare.mixRefresh`,
-    `gpushare.fragPack`)."""
-    if name == "first-fit":
-        return FirstFit(ssn)
+def policy_options(plugin: Plugin) -> tuple[str, int, float, float]:
+    """The gpushare plugin's policy arguments: `gpushare.policy`, `gpushare.seed` (random),
+    `gpushare.mixRefresh` and `gpushare.fragPack` (frag-aware). Raises PluginArgumentError."""
+    return (
+        plugin.str_arg("gpushare.policy", "first-fit", POLICIES),
+        plugin.int_arg("gpushare.seed", 0),
+        plugin.float_arg("gpushare.mixRefresh", 1.0, minimum=0.0),
+        plugin.float_arg("gpushare.fragPack", 1.0),
+    )
+
+
+def make_policy(plugin: Plugin, ssn: Session) -> PlacementPolicy:
+    """The placement policy the gpushare plugin's arguments name (`policy_options`)."""
+    name, seed, refresh, pack = policy_options(plugin)
     if name == "best-fit":
         return BestFit(ssn)
     if name == "random":
-        return RandomPolicy(ssn, int(arguments.get("gpushare.seed", 0)))
+        return RandomPolicy(ssn, seed)
     if name == "dot-product":
         return DotProduct(ssn)
     if name == "gpu-packing":
         return GpuPacking(ssn)
     if name == "frag-aware":
-        refresh = float(arguments.get("gpushare.mixRefresh", 1.0))
-        if refresh < 0:
-            raise ValueError(f"plugin gpushare: gpushare.mixRefresh {refresh}: must be >= 0")
-        return FragAware(ssn, refresh, float(arguments.get("gpushare.fragPack", 1.0)))
-    raise ValueError(f"plugin gpushare: gpushare.policy {name!r}: use one of {', '.join(POLICIES)}")
+        return FragAware(ssn, refresh, pack)
+    return FirstFit(ssn)

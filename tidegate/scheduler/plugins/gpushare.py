@@ -18,10 +18,12 @@ import numpy as np
 from tidegate.scheduler.framework import Plugin
 from tidegate.scheduler.info import TaskInfo
 from tidegate.scheduler.node_table import BoolArray, FloatArray, IntArray
-from tidegate.scheduler.plugins.gpu_placement import make_policy
+from tidegate.scheduler.plugins.gpu_placement import make_policy, policy_options
 from tidegate.scheduler.session import Session
 
 CARD_MILLI = 1000
+#: What gpushare.cardPolicy may say.
+CARD_POLICIES = ("first-fit", "best-fit")
 
 
 class GpuSharePlugin(Plugin):
@@ -30,16 +32,13 @@ class GpuSharePlugin(Plugin):
 
     def on_session_open(self, ssn: Session) -> None:
         self.ssn = ssn
-        self.card_policy = self.str_arg("gpushare.cardPolicy", "first-fit")
-        if self.card_policy not in ("first-fit", "best-fit"):
-            raise ValueError(f"plugin gpushare: gpushare.cardPolicy {self.card_policy!r}: use first-fit or best-fit")
+        self.card_policy, self.weight = self._options()
         ssn.ext.dynamic_filters.append(self)
         ssn.ext.row_filters[self] = self.fit_row
         ssn.ext.node_state_only.add(self.fit_row)
         ssn.ext.card_selector = self.select
         self.explicit_card_policy = "gpushare.cardPolicy" in self.arguments
-        self.policy = make_policy(self.str_arg("gpushare.policy", "first-fit"), ssn, self.arguments)
-        self.weight = self.float_arg("gpushare.weight", 1)
+        self.policy = make_policy(self, ssn)
         if self.policy.scores_nodes and self.weight:
             ssn.ext.dynamic_scores.append(self.score)
             if self.policy.has_row_score():
@@ -48,7 +47,15 @@ class GpuSharePlugin(Plugin):
     def on_cycle_open(self, ssn: Session) -> None:
         """The placement policy starts afresh each cycle, as in a new session (a random policy's draws
         restart from its seed, frag-aware recounts the mix); what registered reads it through `self`."""
-        self.policy = make_policy(self.str_arg("gpushare.policy", "first-fit"), ssn, self.arguments)
+        self.policy = make_policy(self, ssn)
+
+    def check_arguments(self) -> None:
+        self._options()
+        policy_options(self)
+
+    def _options(self) -> tuple[str, float]:
+        """gpushare.cardPolicy and gpushare.weight (the placement policy's own: `policy_options`)."""
+        return self.str_arg("gpushare.cardPolicy", "first-fit", CARD_POLICIES), self.float_arg("gpushare.weight", 1)
 
     def score(self, task: TaskInfo, rows: IntArray | slice) -> FloatArray:
         """The placement policy's node score."""

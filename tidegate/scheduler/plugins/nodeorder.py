@@ -38,16 +38,25 @@ class NodeOrderPlugin(Plugin):
         """Weights and node capacities: fixed while the node table is (a long-lived session rebuilds
         them only when nodes change)."""
         self._generation = ssn.table.generation
-        self.least = self.float_arg("leastrequested.weight", 1)
-        self.most = self.float_arg("mostrequested.weight", 0)
-        self.balanced = self.float_arg("balancedresource.weight", 1)
-        self.affinity = self.float_arg("nodeaffinity.weight", 2)
-        self.taint = self.float_arg("tainttoleration.weight", 3)
+        self.least, self.most, self.balanced, self.affinity, self.taint = self._weights()
         self.cols = np.array([ssn.index.col[CPU], ssn.index.col[MEMORY]])
         self._cpu, self._mem = (int(c) for c in self.cols)
         alloc = ssn.table.alloc.astype(np.float64)
         self._alloc_cpu: list[float] = alloc[:, self._cpu].tolist()
         self._alloc_mem: list[float] = alloc[:, self._mem].tolist()
+
+    def check_arguments(self) -> None:
+        self._weights()
+
+    def _weights(self) -> tuple[float, float, float, float, float]:
+        """The weights of least-requested, most-requested, balanced, node affinity and taint toleration."""
+        return (
+            self.float_arg("leastrequested.weight", 1),
+            self.float_arg("mostrequested.weight", 0),
+            self.float_arg("balancedresource.weight", 1),
+            self.float_arg("nodeaffinity.weight", 2),
+            self.float_arg("tainttoleration.weight", 3),
+        )
 
     def static_score(self, task: TaskInfo) -> FloatArray:
         n = len(self.ssn.table)

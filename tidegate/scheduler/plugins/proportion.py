@@ -169,7 +169,8 @@ class ProportionPlugin(Plugin):
         return found
 
     def _queue_order(self, queue: Any) -> float:
-        """share(as_float(queue.allocated), deserved, dims), in the same float operations."""
+        """Volcano's queue share: the largest allocated/deserved over the resources deserved names (1 where
+        it deserves none of a resource it holds)."""
         allocated = queue.allocated.tolist()
         result = 0.0
         for col, want in self._deserved_dims(queue):

@@ -40,18 +40,6 @@ def first_exceeded(used: FloatArray, limit: FloatArray, dims: BoolArray) -> int 
     return int(over[0]) if len(over) else None
 
 
-def share(allocated: FloatArray, deserved: FloatArray, dims: BoolArray) -> float:
-    """Volcano's queue share: the largest allocated/deserved over the resources deserved names."""
-    result = 0.0
-    for col in np.flatnonzero(dims):
-        want, have = deserved[col], allocated[col]
-        if want > 0:
-            result = max(result, have / want)
-        elif have > 0:
-            result = max(result, 1.0)
-    return result
-
-
 def amount(index: ResourceIndex, col: int, value: float) -> str:
     name = index.names[col]
     if value == INF:
