@@ -518,6 +518,14 @@ def test_node_fractional_card_count_is_an_error(tmp_path: Path) -> None:
     assert only_error(ms).field == "status.allocatable.nvidia.com/gpu"
 
 
+@pytest.mark.parametrize("resource", [GPU, "volcano.sh/gpu-number"])
+def test_a_node_with_more_cards_than_can_be_tracked_is_an_error(tmp_path: Path, resource: str) -> None:
+    """Each card has its own columns: a count like 2**40 (a typo, or a hostile submission) would exhaust memory."""
+    ms = load(tmp_path, NODE + f'status: {{allocatable: {{{resource}: "1099511627776", cpu: "8"}}}}\n')
+    error = only_error(ms)
+    assert error.field == f"status.allocatable.{resource}" and "at most 256" in error.message
+
+
 def test_node_bad_taint(tmp_path: Path) -> None:
     error = only_error(load(tmp_path, NODE + "spec: {taints: [{key: a, effect: Sometimes}]}\n"))
     assert error.field == "spec.taints[0].effect" and (error.kind, error.name) == ("Node", "n")

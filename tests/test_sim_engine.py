@@ -241,6 +241,17 @@ def test_an_unknown_or_circular_base_is_an_error_on_spec_based_on(tmp_path: Path
     }
 
 
+def test_a_pool_too_large_to_hold_in_memory_is_an_error_on_its_field(tmp_path: Path) -> None:
+    folder = write_sim(tmp_path / "sim", TWO_JOBS, ["idc-only"])
+    (pools,) = [path for path in folder.iterdir() if "kind: NodePool" in path.read_text()]
+    text = pools.read_text()
+    pools.write_text(text.replace("count: 1,", "count: 1000000000,", 1).replace("count: 8", "count: 4096", 1))
+    with pytest.raises(ManifestErrors) as info:
+        load_simulation([str(folder)])
+    fields = {(e.kind, e.field) for e in info.value.errors}
+    assert ("NodePool", "spec.count") in fields and ("NodePool", "spec.gpu.count") in fields
+
+
 def test_finished_jobs_leave_no_cyclic_garbage(tmp_path: Path) -> None:
     """A run frees every finished job by reference counting: the cyclic collector would otherwise walk
     thousands of dead jobs (their views, pods and timers) in a long replay."""

@@ -9,7 +9,12 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from tidegate.model.manifests import MAX_GPU_CARDS
 from tidegate.model.quantity import parse_quantity
+
+#: Nodes one pool may have: far beyond any real cluster (Kubernetes supports 5,000), so a larger count is a
+#: typo that would only exhaust memory.
+MAX_POOL_NODES = 100_000
 
 
 def _camel(name: str) -> str:
@@ -66,7 +71,7 @@ class ClusterSpec(Spec):
 
 class GpuSpec(Spec):
     product: str
-    count: Annotated[int, Field(ge=0)]
+    count: Annotated[int, Field(ge=0, le=MAX_GPU_CARDS)]
     memory_mib: Annotated[int, Field(ge=0, alias="memoryMiB")] = 0
 
 
@@ -120,9 +125,9 @@ class InterruptionSpec(Spec):
 class NodePoolSpec(Spec):
     cluster: str
     #: Nodes present at the start (an IDC pool's fixed size).
-    count: Annotated[int, Field(ge=0)] = 0
-    min_count: Annotated[int, Field(ge=0)] = 0
-    max_count: Annotated[int | None, Field(ge=0)] = None
+    count: Annotated[int, Field(ge=0, le=MAX_POOL_NODES)] = 0
+    min_count: Annotated[int, Field(ge=0, le=MAX_POOL_NODES)] = 0
+    max_count: Annotated[int | None, Field(ge=0, le=MAX_POOL_NODES)] = None
     provisioning_delay_seconds: Annotated[float, Field(ge=0)] = 0.0
     gpu: GpuSpec
     cpu: str = "96"

@@ -669,12 +669,23 @@ def _as_ready(value: Any, field_: str) -> bool:
     return True
 
 
+#: GPU cards one node may have: the scheduler tracks each card (largest machines today have 8 to 16).
+MAX_GPU_CARDS = 256
+
+
 def _gpu_cards(allocatable: Resources, r: _Reader) -> tuple[int, ...]:
     """Memory of each GPU card in MiB: volcano.sh/gpu-memory shared evenly over the card count.
 
     The count is volcano.sh/gpu-number, else nvidia.com/gpu. Cards known only from nvidia.com/gpu
     get 0 MiB: they are used whole, never shared.
     """
+    for resource in (GPU_NUMBER, NVIDIA_GPU):
+        if allocatable[resource] > MAX_GPU_CARDS * 1000:
+            r.error(
+                f"status.allocatable.{resource}",
+                f"{allocatable[resource] // 1000} cards: a node has at most {MAX_GPU_CARDS} (each is tracked)",
+            )
+            return ()
     count_milli = allocatable[GPU_NUMBER] or allocatable[NVIDIA_GPU]
     count_resource = GPU_NUMBER if allocatable[GPU_NUMBER] else NVIDIA_GPU
     if count_milli % 1000:
