@@ -484,7 +484,10 @@ class FragAware(_Policy):
         return int(min(cards.tolist(), key=lambda card: after[card]))
 
 
-def policy_options(plugin: Plugin) -> tuple[str, int, float, float]:
+PolicyOptions = tuple[str, int, float, float]
+
+
+def policy_options(plugin: Plugin) -> PolicyOptions:
     """The gpushare plugin's policy arguments: `gpushare.policy`, `gpushare.seed` (random),
     `gpushare.mixRefresh` and `gpushare.fragPack` (frag-aware). Raises PluginArgumentError."""
     return (
@@ -495,9 +498,9 @@ def policy_options(plugin: Plugin) -> tuple[str, int, float, float]:
     )
 
 
-def make_policy(plugin: Plugin, ssn: Session) -> PlacementPolicy:
+def make_policy(options: PolicyOptions, ssn: Session) -> PlacementPolicy:
     """The placement policy the gpushare plugin's arguments name (`policy_options`)."""
-    name, seed, refresh, pack = policy_options(plugin)
+    name, seed, refresh, pack = options
     if name == "best-fit":
         return BestFit(ssn)
     if name == "random":

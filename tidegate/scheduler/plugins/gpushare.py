@@ -38,7 +38,8 @@ class GpuSharePlugin(Plugin):
         ssn.ext.node_state_only.add(self.fit_row)
         ssn.ext.card_selector = self.select
         self.explicit_card_policy = "gpushare.cardPolicy" in self.arguments
-        self.policy = make_policy(self, ssn)
+        self._policy_options = policy_options(self)
+        self.policy = make_policy(self._policy_options, ssn)
         if self.policy.scores_nodes and self.weight:
             ssn.ext.dynamic_scores.append(self.score)
             if self.policy.has_row_score():
@@ -47,7 +48,7 @@ class GpuSharePlugin(Plugin):
     def on_cycle_open(self, ssn: Session) -> None:
         """The placement policy starts afresh each cycle, as in a new session (a random policy's draws
         restart from its seed, frag-aware recounts the mix); what registered reads it through `self`."""
-        self.policy = make_policy(self, ssn)
+        self.policy = make_policy(self._policy_options, ssn)
 
     def check_arguments(self) -> None:
         self._options()
