@@ -7,12 +7,15 @@ import random
 from pathlib import Path
 
 import pytest
+import scheduler_builders as sb
 from sim_builders import write_elastic_sim, write_reclaim_sim, write_sim
 
 from tidegate.clock import SimClock, WallClock
 from tidegate.model.errors import ManifestErrors
 from tidegate.model.objects import Queue
 from tidegate.model.resources import Resources
+from tidegate.scheduler.scheduler import schedule
+from tidegate.scheduler.snapshot import Snapshot
 from tidegate.sim.core import SnapshotCore
 from tidegate.sim.engine import Simulation, static_quotas
 from tidegate.sim.loader import load_simulation
@@ -405,3 +408,23 @@ def test_pending_seconds_kept_by_queue_equal_a_recount_at_every_hpa_sync(
     monkeypatch.setattr(sim, "pending_seconds", compared)
     sim.run()
     assert sum(1 for value in seen if value["burst-cloud"] and value["dev"]) > 10
+
+
+def test_a_run_whose_waiting_jobs_can_never_be_placed_stops_and_says_so(tmp_path: Path) -> None:
+    """Without untilSeconds a run ends when every job has; a job no node can take (64 GPUs in one pod)
+    would keep the HPA's syncs, and so the clock, going for ever. The run stops a week after the last
+    change, with the job unfinished and a warning."""
+    jobs = "big,u,vc1,64,8,1,COMPLETED,0,0,100,100,0\nsmall,u,vc1,8,8,1,COMPLETED,0,0,100,100,0\n"
+    result = run(tmp_path, ["burst"], jobs)["burst"]
+    assert result.summary["jobs_completed"] == 1 and result.summary["jobs_unfinished"] == 1
+    (warning,) = [w for w in result.summary["warnings"] if "the run stopped" in w]
+    assert "1 job(s) still waited and nothing had changed for 7 days" in warning
+    assert result.summary["simulated_days"] < 30
+
+
+def test_preferred_node_affinity_with_no_node_at_all_places_nothing_and_does_not_fail() -> None:
+    """A cloud-only cluster starts with no node (its pool scales from zero): nodeorder's preferred-affinity
+    score has nothing to normalise."""
+    gang = sb.job("j", affinity=sb.preferred((10, [sb.req("zone", "Exists")])))
+    decisions = schedule(Snapshot(nodes=[], queues=[sb.queue("default")], groups=[gang.group], pods=list(gang.pods)))
+    assert decisions.binds == [] and [g.group for g in decisions.groups] == ["default/j"]

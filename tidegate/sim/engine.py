@@ -46,6 +46,9 @@ from tidegate.sim.workload import SimJob, to_group
 
 #: Events at the same instant run in this order: completions free capacity before a cycle uses it.
 PRIORITY_RELEASE, PRIORITY_ARRIVAL, PRIORITY_CYCLE, PRIORITY_AUTOSCALE = 0, 1, 2, 3
+#: A run without `untilSeconds` stops when nothing has changed for this long after the last arrival, with
+#: jobs waiting and none running: longer than any budget period or HPA window that could still free them.
+STALL_SECONDS = 7 * 86400.0
 
 
 @dataclass(slots=True)
@@ -225,12 +228,35 @@ class Simulation:
             self.outages.schedule()
         horizon = self.sim.until_seconds or math.inf
         step = 6 * 3600.0
+        seen, since = self._state(), clock.now()
         with _heap_frozen():
             while clock.peek() is not None and clock.now() < horizon and not self.done:
                 clock.run(until=min(clock.now() + step, horizon))
                 if self.on_progress:
                     self.on_progress(clock.now())
+                state = self._state()
+                if state != seen:
+                    seen, since = state, clock.now()
+                elif self._stuck(since):
+                    self.warnings.append(
+                        f"the run stopped at day {clock.now() / 86400:.1f}: {len(self.pending)} job(s) still waited "
+                        f"and nothing had changed for {STALL_SECONDS / 86400:g} days (nothing could place them: "
+                        "a queue capability of 0, say, or a pod no node can take)"
+                    )
+                    break
         self.end = min(clock.now(), self.last_change)
+
+    def _state(self) -> tuple[int, ...]:
+        """What a stuck run leaves unchanged: jobs finished, waiting and running, and each pool's nodes."""
+        pools = [len(p.nodes) + p.provisioning for _, p in sorted(self.pools.items())]
+        return (self.finished, len(self.pending), len(self.running), *pools)
+
+    def _stuck(self, since: float) -> bool:
+        """Every job has arrived, none runs, no node is coming, and nothing changed for STALL_SECONDS: the
+        jobs still waiting never will be placed (only the controllers' periodic checks keep the clock going)."""
+        now = self.clock.now()
+        quiet = not self.running and not any(p.provisioning for p in self.pools.values())
+        return quiet and now > self._last_arrival and now - since >= STALL_SECONDS
 
     @property
     def done(self) -> bool:

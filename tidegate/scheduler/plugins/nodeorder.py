@@ -62,7 +62,7 @@ class NodeOrderPlugin(Plugin):
         n = len(self.ssn.table)
         score = np.zeros(n, dtype=np.float64)
         affinity = task.pod.affinity
-        if self.affinity and affinity is not None and affinity.preferred:
+        if self.affinity and affinity is not None and affinity.preferred and n:
             raw = np.zeros(n, dtype=np.float64)
             for term in affinity.preferred:
                 raw += term.weight * self.ssn.label_index.term(term.preference)
