@@ -23,6 +23,7 @@ from tidegate.kube.api import KubeApi
 from tidegate.kube.informer import Informer
 from tidegate.kube.lease import Lease
 from tidegate.kube.scheduler import ClusterScheduler
+from tidegate.model.objects import GPU_INDEX_ANNOTATION
 
 GROUP, VERSION = "scheduling.volcano.sh", "v1beta1"
 
@@ -186,18 +187,23 @@ def test_a_nomination_is_written_to_the_pod_status_and_cleared(
 ) -> None:
     core, _, namespace = cluster
     _pod(core, namespace, "waiting", 1, {})
-    api.nominate(namespace, "waiting", "idc-0")
+    api.nominate(namespace, "waiting", "idc-0", "")  # whole GPUs: no card written
     assert core.read_namespaced_pod("waiting", namespace).status.nominated_node_name == "idc-0"
-    assert eventually(lambda: _nominated(api, "waiting") == "idc-0")  # and the scheduler reads it back
-    api.nominate(namespace, "waiting", "")
-    assert core.read_namespaced_pod("waiting", namespace).status.nominated_node_name is None
+    assert eventually(lambda: _nominated(api, "waiting") == ("idc-0", ""))  # and the scheduler reads it back
+    api.nominate(namespace, "waiting", "idc-0", "1")  # a GPU slice: its card too
+    assert core.read_namespaced_pod("waiting", namespace).metadata.annotations[GPU_INDEX_ANNOTATION] == "1"
+    assert eventually(lambda: _nominated(api, "waiting") == ("idc-0", "1"))
+    api.nominate(namespace, "waiting", "", "")
+    read = core.read_namespaced_pod("waiting", namespace)
+    assert read.status.nominated_node_name is None and GPU_INDEX_ANNOTATION not in (read.metadata.annotations or {})
 
 
-def _nominated(api: KubeApi, pod: str) -> str:
+def _nominated(api: KubeApi, pod: str) -> tuple[str, str]:
     for doc in api.list_objects():
         if doc["kind"] == "Pod" and doc["metadata"]["name"] == pod:
-            return str(doc.get("status", {}).get("nominatedNodeName", ""))
-    return ""
+            card = doc["metadata"].get("annotations", {}).get(GPU_INDEX_ANNOTATION, "")
+            return str(doc.get("status", {}).get("nominatedNodeName", "")), str(card)
+    return "", ""
 
 
 def test_tidegate_kube_schedules_the_cluster_from_the_command_line(

@@ -5,6 +5,7 @@ real kube-apiserver is in test_kube_apiserver.py."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 import socket
 import urllib.error
 import urllib.request
@@ -78,7 +79,7 @@ class FakeApi:
         self.statuses: list[tuple[str, str, str]] = []
         self.evicted: list[str] = []
         self.unschedulable: list[tuple[str, str]] = []
-        self.nominations: list[tuple[str, str]] = []
+        self.nominations: list[tuple[str, str, str]] = []
 
     def add(self, text: str) -> None:
         self.docs += [d for d in yaml.safe_load_all(text) if d]
@@ -107,13 +108,18 @@ class FakeApi:
         self.docs.remove(self._find("Pod", pod))
         self.evicted.append(pod)
 
-    def nominate(self, namespace: str, pod: str, node: str) -> None:
-        status = self._find("Pod", pod).setdefault("status", {})
+    def nominate(self, namespace: str, pod: str, node: str, gpu_index: str) -> None:
+        found = self._find("Pod", pod)
+        status, annotations = found.setdefault("status", {}), found["metadata"].setdefault("annotations", {})
         if node:
             status["nominatedNodeName"] = node
         else:
             status.pop("nominatedNodeName", None)
-        self.nominations.append((pod, node))
+        if gpu_index:
+            annotations["volcano.sh/gpu-index"] = gpu_index
+        else:
+            annotations.pop("volcano.sh/gpu-index", None)
+        self.nominations.append((pod, node, gpu_index))
 
     def set_pod_unschedulable(self, namespace: str, pod: str, message: str) -> None:
         condition = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message}
@@ -336,17 +342,56 @@ def test_a_nomination_is_written_so_a_new_leader_waits_for_the_victim_instead_of
     scheduler.step(0.0)
     api.add(group("urgent", 1, "prod") + "---" + pod("urgent-0", 2, "urgent"))
     scheduler.step(1.0)  # reclaim evicts a dev pod; urgent-0 waits for its room
-    assert len(api.evicted) == 1 and api.nominations == [("urgent-0", "idc-0")]
+    assert len(api.evicted) == 1 and api.nominations == [("urgent-0", "idc-0", "")]
     assert api._find("Pod", "urgent-0")["status"]["nominatedNodeName"] == "idc-0"
     scheduler.step(2.0)
-    assert api.nominations == [("urgent-0", "idc-0")]  # written once
+    assert api.nominations == [("urgent-0", "idc-0", "")]  # written once
     leader = ClusterScheduler(api, RECLAIMING)  # a restart, or another replica taking the Lease over
     leader.step(3.0)
     assert leader.core is not None and "default/urgent-0" in leader.core.ssn.pipelined
-    assert len(api.evicted) == 1 and api.nominations == [("urgent-0", "idc-0")]  # no second victim
+    assert len(api.evicted) == 1 and api.nominations == [("urgent-0", "idc-0", "")]  # no second victim
     api.gone()
     leader.step(4.0)
     assert api.binds[-1][:2] == ("urgent-0", "idc-0") and len(api.evicted) == 1
+
+
+SHARED_NODE = """
+apiVersion: v1
+kind: Node
+metadata: {name: idc-0, labels: {volcano.sh/node-type: idc}}
+status:
+  allocatable: {cpu: "32", memory: 256Gi, pods: "110", volcano.sh/gpu-memory: "16384", volcano.sh/gpu-number: "2"}
+"""
+
+
+def slice_pod(name: str, mib: int, group_name: str) -> str:
+    return pod(name, 0, group_name).replace('nvidia.com/gpu: "0"', f'volcano.sh/gpu-memory: "{mib}"')
+
+
+def test_a_gpu_slice_nomination_writes_its_card_so_a_new_leader_holds_that_card() -> None:
+    """Two cards of 8 GiB, dev's slices of 6 GiB on both; prod's slice reclaims one card. Without the card
+    written, a new leader held the node's memory but no card, and any slice could take the victim's card."""
+    api = GracefulApi(SHARED_NODE + "---" + RECLAIMABLE_QUEUES)
+    for name in ("d0", "d1"):
+        api.add(group(name, 1, "dev") + "---" + slice_pod(f"{name}-0", 6144, name))
+    config = dataclasses.replace(RECLAIMING, tiers=(*RECLAIMING.tiers, Tier((PluginOption("gpushare"),))))
+    scheduler = ClusterScheduler(api, config)
+    scheduler.step(0.0)
+    assert sorted(cards for _, _, cards in api.binds) == ["0", "1"]
+    api.add(group("urgent", 1, "prod") + "---" + slice_pod("urgent-0", 6144, "urgent"))
+    scheduler.step(1.0)
+    (victim,) = api.evicted
+    card = next(cards for pod, _, cards in api.binds if pod == victim)
+    assert api.nominations == [("urgent-0", "idc-0", card)]
+    assert api._find("Pod", "urgent-0")["metadata"]["annotations"]["volcano.sh/gpu-index"] == card
+    leader = ClusterScheduler(api, config)  # a restart, or another replica taking the Lease over
+    leader.step(2.0)
+    assert leader.core is not None
+    assert leader.core.ssn.pipelined["default/urgent-0"].cards == (int(card),)
+    assert api.nominations == [("urgent-0", "idc-0", card)] and len(api.evicted) == 1
+    api.gone()
+    leader.step(3.0)
+    assert api.binds[-1] == ("urgent-0", "idc-0", card)
 
 
 def test_pending_seconds_count_waiting_groups_not_pinned_and_reach_the_metrics() -> None:

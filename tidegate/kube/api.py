@@ -57,9 +57,10 @@ class ClusterApi(Protocol):
         """Delete an evicted pod (its controller recreates it, as its job's policies say)."""
         ...
 
-    def nominate(self, namespace: str, pod: str, node: str) -> None:
-        """Write the node a pipelined pod waits for (`status.nominatedNodeName`; "" clears it), so another
-        replica or a restart holds that node's room for it."""
+    def nominate(self, namespace: str, pod: str, node: str, gpu_index: str) -> None:
+        """Write the node a pipelined pod waits for (`status.nominatedNodeName`; "" clears it) and the GPU card
+        its slice holds there (`volcano.sh/gpu-index`, written first; "" removes it), so another replica or
+        a restart holds that node's room, and that card, for it."""
         ...
 
     def set_pod_unschedulable(self, namespace: str, pod: str, message: str) -> None:
@@ -183,7 +184,10 @@ class KubeApi:
         if toleration not in tolerations:
             self.core.patch_namespaced_pod(pod, namespace, {"spec": {"tolerations": [*tolerations, toleration]}})
 
-    def nominate(self, namespace: str, pod: str, node: str) -> None:
+    def nominate(self, namespace: str, pod: str, node: str, gpu_index: str) -> None:
+        if gpu_index or not node:  # a whole-GPU pod's nomination has no card to write
+            patch = {"metadata": {"annotations": {GPU_INDEX_ANNOTATION: gpu_index or None}}}
+            self.core.patch_namespaced_pod(pod, namespace, patch)
         self.core.patch_namespaced_pod_status(pod, namespace, {"status": {"nominatedNodeName": node or None}})
 
     def set_pod_unschedulable(self, namespace: str, pod: str, message: str) -> None:

@@ -116,8 +116,8 @@ class ClusterScheduler:
         self._declared: set[str] = set()
         self._bare: set[str] = set()
         self._written: dict[str, tuple[str, str]] = {}
-        #: Pipelined pods' nominated node as last written (`ClusterApi.nominate`).
-        self._nominations: dict[str, str] = {}
+        #: Pipelined pods' nominated node and GPU card(s) as last written (`ClusterApi.nominate`).
+        self._nominations: dict[str, tuple[str, str]] = {}
         #: Waiting pods' Unschedulable message as last written (`ClusterApi.set_pod_unschedulable`), by key and
         #: uid (a pod recreated under its name, as a vcjob's are, has not said it yet).
         self._pods_written: dict[tuple[str, str], str] = {}
@@ -347,27 +347,29 @@ class ClusterScheduler:
         return failures + self._write_nominations(core, decisions) + self._write_waiting_pods(core, wanted)
 
     def _write_nominations(self, core: OnlineScheduler, decisions: Decisions) -> int:
-        """Pipelined pods' nominated nodes, as kube-scheduler writes them: a restarted or new leader reads them
-        back and holds the room reclaimed for them (instead of evicting again). A nomination the scheduler
-        dropped is cleared while its pod still waits. Returns how many writes failed."""
-        wanted = {p.pod: p.node for p in decisions.pipelined}
-        held: dict[str, str] = {}  # what the API server holds now, as far as this scheduler knows
+        """Pipelined pods' nominated nodes (and a GPU slice's card there), as kube-scheduler writes the node: a
+        restarted or new leader reads them back and holds the room reclaimed for them (instead of evicting
+        again). A nomination the scheduler dropped is cleared while its pod still waits. Returns how many
+        writes failed."""
+        wanted = {p.pod: (p.node, gpu_index(p.gpu_indices) or "") for p in decisions.pipelined}
+        held: dict[str, tuple[str, str]] = {}  # what the API server holds now, as far as this scheduler knows
         for job in core.waiting.values():
             for task in job.tasks:
-                node = self._nominations.get(task.key, task.pod.nominated_node_name)
-                if node and task.status is TaskStatus.PENDING:
-                    held[task.key] = node
-                    wanted.setdefault(task.key, "")
-                elif node and task.key in wanted:
-                    held[task.key] = node
-        writes = [(pod, node) for pod, node in wanted.items() if held.get(pod, "") != node]
+                read = (task.pod.nominated_node_name, gpu_index(task.pod.gpu_indices) or "")
+                nomination = self._nominations.get(task.key, read)
+                if nomination[0] and task.status is TaskStatus.PENDING:
+                    held[task.key] = nomination
+                    wanted.setdefault(task.key, ("", ""))
+                elif nomination[0] and task.key in wanted:
+                    held[task.key] = nomination
+        writes = [(pod, nomination) for pod, nomination in wanted.items() if held.get(pod, ("", "")) != nomination]
         failures = 0
-        for (pod, node), failed in zip(writes, _each(self._nominate, writes), strict=True):
+        for (pod, nomination), failed in zip(writes, _each(self._nominate, writes), strict=True):
             if failed:
                 failures += 1
                 _log.warning("writing the nominated node of pod %s failed: %s", pod, failed)
-            elif node:
-                held[pod] = node
+            elif nomination[0]:
+                held[pod] = nomination
             else:
                 held.pop(pod, None)
         self._nominations = held
@@ -408,10 +410,10 @@ class ClusterScheduler:
         namespace, _, name = eviction.pod.partition("/")
         self.api.evict(namespace, name)
 
-    def _nominate(self, item: tuple[str, str]) -> None:
-        pod, node = item
+    def _nominate(self, item: tuple[str, tuple[str, str]]) -> None:
+        pod, (node, cards) = item
         namespace, _, name = pod.partition("/")
-        self.api.nominate(namespace, name, node)
+        self.api.nominate(namespace, name, node, cards)
 
     def _set_unschedulable(self, item: tuple[tuple[str, str], str]) -> None:
         (pod, _), why = item
