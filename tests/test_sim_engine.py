@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 import scheduler_builders as sb
-from sim_builders import write_elastic_sim, write_reclaim_sim, write_sim
+from sim_builders import QUEUES, write_elastic_sim, write_reclaim_sim, write_sim
+from sim_builders import write_helios_sim as sb_write_helios_sim
 
 from tidegate.clock import SimClock, WallClock
 from tidegate.model.errors import ManifestErrors
@@ -420,6 +421,67 @@ def test_a_run_whose_waiting_jobs_can_never_be_placed_stops_and_says_so(tmp_path
     (warning,) = [w for w in result.summary["warnings"] if "the run stopped" in w]
     assert "1 job(s) still waited and nothing had changed for 7 days" in warning
     assert result.summary["simulated_days"] < 30
+
+
+BUDGET_OF_TEN_DAYS = """
+apiVersion: tidegate.io/v1alpha1
+kind: Scenario
+metadata: {name: budget}
+spec:
+  basedOn: burst
+  budget:
+    perPeriod: 10
+    periodHours: 240
+    queue: burst-cloud
+    thresholds: [{spentFraction: 1, capability: {nvidia.com/gpu: "0"}}]
+---
+apiVersion: tidegate.io/v1alpha1
+kind: Simulation
+metadata: {name: s}
+spec: {workload: w, scenarios: [budget]}
+"""
+
+
+def test_a_job_the_next_budget_period_frees_is_not_given_up_however_long_the_period(tmp_path: Path) -> None:
+    """The burst queue's budget (10 a period of 10 days) is spent by the first job, which needs a cloud node
+    beside the IDC's; the second, as large, waits at a capability of 0, nothing running, for the next
+    period. Quiet for 8 days is not stuck: the run waits for the period to turn, and the job runs then."""
+    jobs = "first,u,vc2,16,8,2,COMPLETED,0,0,3600,3600,0\nsecond,u,vc2,16,8,2,COMPLETED,7200,0,9000,1800,0\n"
+    folder = sb_write_helios_sim(
+        tmp_path / "sim", QUEUES + "---" + BUDGET_OF_TEN_DAYS, jobs, {"queueByVc": {"vc1": "dev", "vc2": "burst-cloud"}}
+    )
+    (result,) = run_simulation(load_simulation([str(folder)]))
+    jobs_by_name = {j.name: j for j in result.simulation.jobs}
+    assert result.summary["jobs_completed"] == 2, result.summary["warnings"]
+    second = jobs_by_name["second"]
+    assert second.started is not None and second.started >= 240 * 3600
+    assert not [w for w in result.summary["warnings"] if "the run stopped" in w]
+
+
+LINK_CUT_FOR_EIGHT_DAYS = """
+apiVersion: tidegate.io/v1alpha1
+kind: Scenario
+metadata: {name: cut}
+spec: {basedOn: burst, linkOutages: [{start: 0, durationSeconds: 691200}]}
+---
+apiVersion: tidegate.io/v1alpha1
+kind: Simulation
+metadata: {name: s}
+spec: {workload: w, scenarios: [cut]}
+"""
+
+
+def test_a_job_waiting_for_a_scripted_link_cut_to_end_is_not_given_up(tmp_path: Path) -> None:
+    """The cloud's link is cut for 8 days from the start; a job too large for the IDC alone waits for it,
+    nothing running. The run waits for the cut to end, and the job runs then."""
+    jobs = "big,u,vc2,16,8,2,COMPLETED,0,0,3600,3600,0\n"
+    folder = sb_write_helios_sim(
+        tmp_path / "sim", QUEUES + "---" + LINK_CUT_FOR_EIGHT_DAYS, jobs, {"queueByVc": {"vc2": "burst-cloud"}}
+    )
+    (result,) = run_simulation(load_simulation([str(folder)]))
+    assert result.summary["jobs_completed"] == 1, result.summary["warnings"]
+    (big,) = result.simulation.jobs
+    assert big.started is not None and big.started >= 691200
 
 
 def test_preferred_node_affinity_with_no_node_at_all_places_nothing_and_does_not_fail() -> None:

@@ -46,8 +46,8 @@ from tidegate.sim.workload import SimJob, to_group
 
 #: Events at the same instant run in this order: completions free capacity before a cycle uses it.
 PRIORITY_RELEASE, PRIORITY_ARRIVAL, PRIORITY_CYCLE, PRIORITY_AUTOSCALE = 0, 1, 2, 3
-#: A run without `untilSeconds` stops when nothing has changed for this long after the last arrival, with
-#: jobs waiting and none running: longer than any budget period or HPA window that could still free them.
+#: A run without `untilSeconds` stops when nothing has changed for this long after the last arrival (or
+#: twice the scenario's budget period or burst wait, if longer), with jobs waiting and none running.
 STALL_SECONDS = 7 * 86400.0
 
 
@@ -210,6 +210,11 @@ class Simulation:
         # cycles (and each asks for a cycle): a departure's cycle that would find nothing to do is left out.
         self._leave_out_idle = not burst and not self.spot and self.outages is None
         self._last_arrival = max((job.submitted for job in jobs), default=-math.inf)
+        #: What could still free a waiting job after a long quiet spell: a budget period turning (it restores
+        #: the queue), a job's wait reaching the burst threshold, a scripted link cut ending.
+        waits = [self.budget.period_s if self.budget else 0.0, scenario.burst.after_seconds if burst else 0.0]
+        self._stall_seconds = max(STALL_SECONDS, *(2 * wait for wait in waits))
+        self._scripted_until = max((o.start + o.duration_seconds for o in scenario.link_outages), default=-math.inf)
 
     # -- workload -------------------------------------------------------------------------------------
     def run(self) -> None:
@@ -240,8 +245,8 @@ class Simulation:
                 elif self._stuck(since):
                     self.warnings.append(
                         f"the run stopped at day {clock.now() / 86400:.1f}: {len(self.pending)} job(s) still waited "
-                        f"and nothing had changed for {STALL_SECONDS / 86400:g} days (nothing could place them: "
-                        "a queue capability of 0, say, or a pod no node can take)"
+                        f"and nothing had changed for {self._stall_seconds / 86400:.3g} days (nothing could place "
+                        "them: a queue capability of 0, say, or a pod no node can take)"
                     )
                     break
         self.end = min(clock.now(), self.last_change)
@@ -252,11 +257,13 @@ class Simulation:
         return (self.finished, len(self.pending), len(self.running), *pools)
 
     def _stuck(self, since: float) -> bool:
-        """Every job has arrived, none runs, no node is coming, and nothing changed for STALL_SECONDS: the
-        jobs still waiting never will be placed (only the controllers' periodic checks keep the clock going)."""
+        """Every job has arrived, every scripted link cut has ended, none runs, no node is coming, and nothing
+        changed for the stall window: the jobs still waiting never will be placed (only the controllers'
+        periodic checks keep the clock going)."""
         now = self.clock.now()
         quiet = not self.running and not any(p.provisioning for p in self.pools.values())
-        return quiet and now > self._last_arrival and now - since >= STALL_SECONDS
+        scripted = max(self._last_arrival, self._scripted_until)
+        return quiet and now > scripted and now - since >= self._stall_seconds
 
     @property
     def done(self) -> bool:
