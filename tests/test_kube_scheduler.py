@@ -558,6 +558,33 @@ spec: {weight: 1}
     assert scheduler.overflowed == {"default/train": "default"}
 
 
+def test_a_queue_that_does_not_take_a_namespace_leaves_its_groups_waiting_and_keeps_them_out_of_burst() -> None:
+    """default takes team-a's work only: team-b's group waits there and says why; the burst queue takes
+    team-a only too, so team-b's group never overflows, while team-a's does once the IDC is full."""
+    only_a = "metadata: {name: default, annotations: {tidegate.io/namespaces: team-a}}"
+    cluster = CLUSTER.replace("metadata: {name: default}", only_a)
+    burst_queue = (
+        f"\napiVersion: scheduling.volcano.sh/v1beta1\nkind: Queue\n{only_a.replace('default', 'burst-cloud')}\n"
+    )
+    full = pod("theirs", 4, scheduler="default-scheduler", node="idc-0")
+    api = FakeApi(cluster + "---" + burst_queue + "---" + full)
+    for namespace in ("team-a", "team-b"):
+        api.add(
+            (group(f"g-{namespace}", 1) + "---" + pod(f"p-{namespace}", 2, f"g-{namespace}")).replace(
+                "namespace: default", f"namespace: {namespace}"
+            )
+        )
+    scheduler = ClusterScheduler(api, burst=Burst("burst-cloud", after_seconds=600))
+    scheduler.step(0.0)
+    refused = "queue default takes work from namespace(s) team-a only, not team-b"
+    assert ("g-team-b", "Pending", refused) in api.statuses
+    assert ("p-team-b", refused) in api.unschedulable
+    scheduler.step(600.0)
+    assert scheduler.overflowed == {"team-a/g-team-a": "default"}
+    scheduler.step(601.0)
+    assert api.binds == [("p-team-a", "cloud-0", "0,1")]
+
+
 class WatchedApi(FakeApi):
     """As if followed by watches: a version that moves with every change (what `KubeApi.version` reports)."""
 

@@ -147,6 +147,19 @@ def test_a_job_waits_with_the_scheduler_s_reason_until_room_frees() -> None:
     assert late.phase is JobPhase.RUNNING and late.reason == ""
 
 
+def test_a_submission_to_a_queue_that_does_not_take_its_namespace_is_refused_naming_the_queue_field() -> None:
+    team_a = "metadata: {name: teams, annotations: {tidegate.io/namespaces: team-a}}\nspec: {weight: 1}"
+    p, _ = plane("---\napiVersion: scheduling.volcano.sh/v1beta1\nkind: Queue\n" + team_a + "\n")
+    with pytest.raises(ManifestErrors) as caught:
+        p.submit(vcjob("theirs", queue="teams"))
+    ((field, message),) = {(e.field, e.message) for e in caught.value.errors}
+    assert field == "spec.queue" and "takes work from namespace(s) team-a only, not default" in message
+    accepted = vcjob("mine", queue="teams").replace(
+        "metadata: {name: mine}", "metadata: {name: mine, namespace: team-a}"
+    )
+    assert p.submit(accepted) == ["team-a/mine"]
+
+
 def test_a_submission_is_all_or_nothing_and_errors_name_document_object_and_field() -> None:
     p, _ = plane()
     with pytest.raises(ManifestErrors) as caught:

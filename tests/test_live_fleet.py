@@ -180,6 +180,20 @@ def test_a_job_whose_queue_is_at_capability_overflows_at_once(tmp_path: Path) ->
     assert [pod.tolerations[-1].key for pod in second.pods] == ["cloud.provider"]
 
 
+def test_a_job_never_overflows_to_a_burst_queue_that_does_not_take_its_namespace(tmp_path: Path) -> None:
+    team_a = "metadata: {name: burst-cloud, annotations: {tidegate.io/namespaces: team-a}}"
+    (tmp_path / "fleet.yaml").write_text(
+        FOLDER.replace("DEV_CAP", "8").replace("metadata: {name: burst-cloud}", team_a)
+    )
+    clock = SimClock()
+    plane = serve_folder(tmp_path, clock)
+    assert plane.core.ssn.queues["burst-cloud"].queue.namespaces == ("team-a",)
+    plane.submit(job("first") + "---" + job("second"))
+    clock.run(until=600.0)
+    second = plane.jobs["default/second"]
+    assert second.waiting and second.group.queue == "dev"  # at capability, but burst-cloud is team-a's
+
+
 def test_a_job_pinned_to_the_idc_never_bursts_nor_asks_for_cloud_nodes(tmp_path: Path) -> None:
     plane, clock = served(tmp_path)
     plane.submit(job("first", queue="prod"))

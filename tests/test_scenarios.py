@@ -5,6 +5,7 @@ Every case is small enough to check by hand; the comments show the arithmetic.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -208,6 +209,38 @@ def test_closed_queue_takes_no_pods_not_even_best_effort(config: SchedulerConfig
     assert not decisions.binds
     assert pending_reason(decisions, "default/gpu") == "queue q is Closed"
     assert pending_reason(decisions, "default/be") == "queue q is Closed"
+
+
+@pytest.mark.parametrize("config", [PROPORTION, CAPACITY], ids=["proportion", "capacity"])
+def test_a_queue_places_no_pod_of_a_namespace_it_does_not_take(config: SchedulerConfiguration) -> None:
+    # team-b's jobs wait, whether pending, admitted before the queue was edited, or best-effort; team-a's run.
+    team = dataclasses.replace(queue("q"), namespaces=("team-a",))
+    cluster = Cluster(
+        nodes=nodes("n", 1, gpus=4),
+        queues=[team],
+        jobs=[
+            job("new", "q", 1, GPU, namespace="team-b"),
+            job("gpu", "q", 1, GPU, phase=INQUEUE, namespace="team-b"),
+            job("be", "q", 1, {}, phase=INQUEUE, namespace="team-b"),
+            job("mine", "q", 1, GPU, namespace="team-a"),
+        ],
+    )
+    decisions = cluster.schedule(config)
+    assert list(bound(decisions)) == ["team-a/mine-0"]
+    for key in ("team-b/new", "team-b/gpu", "team-b/be"):
+        assert pending_reason(decisions, key) == "queue q takes work from namespace(s) team-a only, not team-b"
+
+
+def test_a_child_queue_places_no_pod_of_a_namespace_its_parent_does_not_take() -> None:
+    org = dataclasses.replace(queue("org"), namespaces=("team-a",))
+    cluster = Cluster(
+        nodes=nodes("n", 1, gpus=4),
+        queues=[org, queue("team", parent="org")],
+        jobs=[job("theirs", "team", 1, GPU, namespace="team-b"), job("mine", "team", 1, GPU, namespace="team-a")],
+    )
+    decisions = cluster.schedule(CAPACITY)
+    assert list(bound(decisions)) == ["team-a/mine-0"]
+    assert pending_reason(decisions, "team-b/theirs").startswith("queue org takes work from namespace(s) team-a")
 
 
 def test_parent_queue_takes_no_best_effort_pods_either() -> None:

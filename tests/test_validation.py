@@ -207,6 +207,52 @@ def test_running_podgroup_may_stay_in_a_closing_queue(tmp_path: Path) -> None:
     assert check(tmp_path, queue("dev", "{state: Closing}"), running)[1] == []
 
 
+def team_queue(name: str, namespaces: str, spec: str = "{}") -> str:
+    meta = f"{{name: {name}, annotations: {{tidegate.io/namespaces: '{namespaces}'}}}}"
+    return f"apiVersion: scheduling.volcano.sh/v1beta1\nkind: Queue\nmetadata: {meta}\nspec: {spec}\n"
+
+
+def in_namespace(document: str, namespace: str) -> str:
+    return document.replace("metadata: {name: ", f"metadata: {{namespace: {namespace}, name: ", 1)
+
+
+def test_a_queue_takes_work_only_from_the_namespaces_it_names(tmp_path: Path) -> None:
+    dev = team_queue("dev", "team-a, team-b")
+    for namespace in ("team-a", "team-b"):
+        assert check(tmp_path, dev, in_namespace(job(f"{{queue: dev, tasks: [{TASK}]}}"), namespace))[1] == []
+    path, errors = check(tmp_path, dev, in_namespace(job(f"{{queue: dev, tasks: [{TASK}]}}"), "team-c"))
+    message = the_error(errors, path, 1, "Job", "j", "spec.queue").message
+    assert message == (
+        "queue dev takes work from namespace(s) team-a, team-b only, not team-c (annotation tidegate.io/namespaces)"
+    )
+    path, errors = check(tmp_path, dev, podgroup("{queue: dev}"))  # the default namespace
+    assert "not default" in the_error(errors, path, 1, "PodGroup", "pg", "spec.queue").message
+
+
+def test_a_child_queue_takes_only_what_its_parent_takes(tmp_path: Path) -> None:
+    ml, dev = team_queue("ml", "team-a"), queue("dev", "{parent: ml}")
+    path, errors = check(tmp_path, ml, dev, in_namespace(podgroup("{queue: dev}"), "team-b"))
+    assert (
+        "queue ml takes work from namespace(s) team-a only"
+        in the_error(errors, path, 2, "PodGroup", "pg", "spec.queue").message
+    )
+    assert check(tmp_path, ml, dev, in_namespace(podgroup("{queue: dev}"), "team-a"))[1] == []
+
+
+def test_a_running_podgroup_stays_when_its_queue_stops_taking_its_namespace(tmp_path: Path) -> None:
+    running = podgroup("{queue: dev}") + "status: {phase: Running}\n"
+    assert check(tmp_path, team_queue("dev", "team-a"), running)[1] == []
+
+
+@pytest.mark.parametrize("value", ["", "Team-A", "team_a", "a,,b", "-a", "x" * 64])
+def test_a_bad_namespace_list_is_named(tmp_path: Path, value: str) -> None:
+    path = tmp_path / "q.yaml"
+    path.write_text(team_queue("dev", value))
+    (error,) = load_manifests([str(path)]).errors
+    assert (error.kind, error.name, error.field) == ("Queue", "dev", "metadata.annotations.tidegate.io/namespaces")
+    assert "not a namespace name" in error.message
+
+
 def test_bare_pod_queue_annotation_must_exist(tmp_path: Path) -> None:
     pod = "apiVersion: v1\nkind: Pod\nmetadata: {name: p, annotations: {scheduling.volcano.sh/queue-name: nope}}\n"
     path, errors = check(tmp_path, pod)

@@ -290,6 +290,9 @@ class ClusterScheduler:
             if key in self.overflowed or not (declared or key in self._bare):
                 continue  # moved already, or gone meanwhile
             pods = [task.pod for task in job.tasks]
+            target = core.ssn.queues.get(burst.queue)
+            if target is not None and core.ssn.namespace_refusal(target, job.group.namespace):
+                continue  # the burst queue does not take this namespace's work
             if not burst.moves(job.group.queue, pods, now - job.group.created, core.pending_reason(key)):
                 if burst.moves(job.group.queue, pods, math.inf, ""):
                     soonest = min(soonest, job.group.created + burst.after_seconds)

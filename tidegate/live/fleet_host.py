@@ -137,11 +137,15 @@ class FleetHosting:
         (none while every cloud's link is down)."""
         if self._burst_cut_off():
             return
+        ssn = self.core.ssn
+        target = ssn.queues.get(burst.queue)
         for key in list(self.core.waiting):
             job = self.jobs[key]
             home = job.group.queue
             if not job.waiting or not burst.moves(home, job.pods, now - job.queued_since, job.reason):
                 continue
+            if target is not None and ssn.namespace_refusal(target, job.group.namespace):
+                continue  # the burst queue does not take this namespace's work
             self.core.remove_group(key)
             job.overflow_to(burst.queue)
             self.core.add_group(job.group, list(job.pods))

@@ -32,6 +32,7 @@ from tidegate.model.objects import (
     GPU_INDEX_ANNOTATION,
     GPU_MEMORY_ANNOTATION,
     GROUP_NAME_ANNOTATIONS,
+    NAMESPACES_ANNOTATION,
     PRIORITY_ANNOTATION,
     TASK_SPEC_ANNOTATION,
     Job,
@@ -513,6 +514,7 @@ def _as_timestamp(value: Any, field_: str) -> float:
     return moment.timestamp()
 
 
+_NAMESPACE_NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 _DURATION = re.compile(r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(ns|us|µs|μs|ms|s|m|h)")
 _DURATION_SECONDS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
 
@@ -922,9 +924,27 @@ def _parse_queue(doc: dict[str, Any], r: _Reader) -> Queue:
         parent=r.text(spec, "spec", "parent"),
         priority=r.integer(spec, "spec", "priority", 0),
         state=r.choice(state_from[1], state_from[0], "state", QueueState, QueueState.OPEN),
+        namespaces=r.read(
+            _as_namespaces,
+            meta.annotations.get(NAMESPACES_ANNOTATION),
+            f"metadata.annotations.{NAMESPACES_ANNOTATION}",
+            (),
+        ),
         source=r.source,
         raw=doc,
     )
+
+
+def _as_namespaces(value: Any, field_: str) -> tuple[str, ...]:
+    """A comma-separated list of namespace names (DNS-1123 labels, as Kubernetes names namespaces)."""
+    if value is None:
+        return ()
+    names = tuple(name.strip() for name in _as_str(value, field_).split(","))
+    bad = [name for name in names if len(name) > 63 or not _NAMESPACE_NAME.fullmatch(name)]
+    if bad:
+        shown = ", ".join(map(repr, bad))
+        raise FieldError(field_, f"{shown}: not a namespace name (up to 63 lowercase letters, digits and '-')")
+    return tuple(dict.fromkeys(names))
 
 
 def _parse_podgroup(doc: dict[str, Any], r: _Reader) -> PodGroup:

@@ -25,6 +25,10 @@ GPU_MEMORY_ANNOTATION = "volcano.sh/gpu-memory"
 PRIORITY_ANNOTATION = "volcano.sh/priority"
 GROUP_NAME_ANNOTATIONS = ("scheduling.k8s.io/group-name", "scheduling.volcano.sh/group-name")
 TASK_SPEC_ANNOTATION = "volcano.sh/task-spec"
+#: On a Queue: the namespaces whose work it takes, comma-separated (absent: every namespace), as Kueue's
+#: ClusterQueue `namespaceSelector` says which namespaces may use it; a child queue takes only what its
+#: ancestors take too.
+NAMESPACES_ANNOTATION = "tidegate.io/namespaces"
 DEFAULT_MAX_RETRY = 3
 #: Resources a queue capability of 0 leaves unlimited: Volcano's proportion and capacity plugins raise
 #: a capability's MilliCPU and Memory at or below 0 to MaxFloat64, and keep every other quantity as given.
@@ -234,8 +238,16 @@ class Queue:
     parent: str = ""
     priority: int = 0
     state: QueueState = QueueState.OPEN
+    #: The namespaces whose work the queue takes (NAMESPACES_ANNOTATION); empty: every namespace.
+    namespaces: tuple[str, ...] = ()
     source: Source = NO_SOURCE
     raw: dict[str, Any] = field(default_factory=dict)
+
+    def refuses(self, namespace: str) -> str:
+        """Why the queue itself does not take work from the namespace ("" when it does)."""
+        if not self.namespaces or namespace in self.namespaces:
+            return ""
+        return f"queue {self.name} takes work from namespace(s) {', '.join(self.namespaces)} only, not {namespace}"
 
     def capability_limits(self) -> dict[str, int]:
         """The resources spec.capability caps, and at what, as Volcano reads it: a named resource is

@@ -22,6 +22,7 @@ from tidegate.model.manifests import QUEUE_NAME_ANNOTATION, ManifestSet, schedul
 from tidegate.model.objects import (
     DEFAULT_QUEUE,
     GROUP_NAME_ANNOTATIONS,
+    NAMESPACES_ANNOTATION,
     ROOT_QUEUE,
     Job,
     JobAction,
@@ -90,6 +91,11 @@ class _Object(Protocol):
 
     @property
     def source(self) -> Source: ...
+
+
+class _Namespaced(_Object, Protocol):
+    @property
+    def namespace(self) -> str: ...
 
 
 def _error(obj: _Object, kind: str, field_: str, message: str) -> ManifestError:
@@ -250,9 +256,10 @@ class _QueueTree:
                     )
 
     def reference_errors(
-        self, obj: _Object, kind: str, queue: str, field_: str, check_state: bool = True
+        self, obj: _Namespaced, kind: str, queue: str, field_: str, check_state: bool = True
     ) -> Iterator[ManifestError]:
-        """A job, PodGroup or pod must name an existing, Open, leaf queue, as Volcano admits them."""
+        """A job, PodGroup or pod must name an existing, Open, leaf queue, as Volcano admits them, that takes work
+        from its namespace."""
         if not self.exists(queue):
             yield _error(obj, kind, field_, f"queue {queue!r} does not exist")
             return
@@ -267,6 +274,24 @@ class _QueueTree:
         state = self.state_of(queue)
         if check_state and state is not QueueState.OPEN:
             yield _error(obj, kind, field_, f"queue {queue!r} is {state.value}; only Open queues take new work")
+        refusal = self.namespace_refusal(queue, obj.namespace) if check_state else ""
+        if refusal:
+            yield _error(obj, kind, field_, f"{refusal} (annotation {NAMESPACES_ANNOTATION})")
+
+    def namespace_refusal(self, queue: str, namespace: str) -> str:
+        """Why the queue, or one of its ancestors, does not take work from the namespace ("" if they all do).
+        Queues have ancestors, root included, only when one names a parent (as the scheduler builds them)."""
+        hierarchical = any(q.parent and q.name != ROOT_QUEUE for q in self.by_name.values())
+        seen: set[str] = set()
+        name = queue
+        while name and name not in seen:
+            seen.add(name)
+            declared = self.by_name.get(name)
+            refusal = declared.refuses(namespace) if declared else ""
+            if refusal or not hierarchical:
+                return refusal
+            name = self.parent_of(name)
+        return ""
 
 
 def _amount(resource: str, amount: int) -> str:

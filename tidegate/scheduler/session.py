@@ -482,7 +482,12 @@ class Session:
 
     # -- votes -------------------------------------------------------------------------------------
     def job_invalid_reason(self, job: JobInfo) -> str | None:
-        """Validity votes read only the job (see `ExtensionPoints.job_valid`): held until its pods change."""
+        """Why the job may not be scheduled: its queue does not take work from its namespace (asked afresh, as
+        a queue may be edited), or a validity vote (which reads only the job, see `ExtensionPoints.job_valid`:
+        held until its pods change)."""
+        refusal = self.namespace_refusal(job.queue, job.group.namespace)
+        if refusal:
+            return refusal
         held = job.valid_memo
         if held is not None and held[0] == job.version:
             return held[1]
@@ -494,6 +499,16 @@ class Session:
                 break
         job.valid_memo = (job.version, found)
         return found
+
+    @staticmethod
+    def namespace_refusal(queue: QueueInfo, namespace: str) -> str:
+        """Why the queue, or one of its ancestors, does not take work from the namespace ("" if they all do)."""
+        if queue.queue.namespaces or queue.ancestors:
+            for level in (queue, *queue.ancestors):
+                refusal = level.queue.refuses(namespace)
+                if refusal:
+                    return refusal
+        return ""
 
     def job_not_enqueueable_reason(self, job: JobInfo) -> str | None:
         for vote in self.ext.job_enqueueable:
