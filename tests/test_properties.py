@@ -164,7 +164,9 @@ def queue_specs(draw: st.DrawFn, hierarchical: bool) -> list[Queue]:
     # Capabilities of 0 too: nvidia.com/gpu 0 is a cap of no GPUs, cpu 0 is no cap (zeros kept, as the loader does).
     if hierarchical:
         org_gpu = draw(st.sampled_from([0, 2, 4, 8]))
-        queues.append(Queue("org", capability=Resources.parse({NVIDIA_GPU: org_gpu}, "org", keep_zeros=True)))
+        org_namespaces = draw(st.sampled_from([(), (), ("default", "team-a"), ("team-a",)]))
+        org_capability = Resources.parse({NVIDIA_GPU: org_gpu}, "org", keep_zeros=True)
+        queues.append(Queue("org", capability=org_capability, namespaces=org_namespaces))
     for i in range(count):
         cap_gpu = draw(st.sampled_from([None, None, 0, 1, 2, 4, 8, 16]))
         cap_cpu = draw(st.sampled_from([None, None, None, 0, 8, 32]))
@@ -187,6 +189,8 @@ def queue_specs(draw: st.DrawFn, hierarchical: bool) -> list[Queue]:
                 # Now and then a parent that does not exist: that queue takes nothing, the others go on.
                 parent=draw(st.sampled_from(["org", "", "org", "org", "", "nope"])) if hierarchical else "",
                 priority=draw(st.sampled_from([0, 0, 0, 1])),
+                # Now and then a queue that takes one namespace's work only (tidegate.io/namespaces).
+                namespaces=draw(st.sampled_from([(), (), (), ("team-a",), ("default",)])),
             )
         )
     return queues
@@ -292,11 +296,13 @@ def scenarios(draw: st.DrawFn, quota: str | None = None, pressure: bool = False)
         selector = {} if contended else draw(st.sampled_from([{}, {}, {}, {"zone": "a"}]))
         affinity = draw(st.sampled_from(AFFINITIES[:3] if contended else AFFINITIES))
         tolerations = draw(st.sampled_from(TOLERATIONS[2:] if contended else TOLERATIONS))
+        namespace = draw(st.sampled_from(["default", "default", "team-a"]))
         runs = [replicas] if contended else [replicas, replicas, min_member, replicas - 1, 0]
         running = draw(st.sampled_from(runs)) if old else 0
         job_pods = [
             Pod(
                 name=f"{name}-{i}",
+                namespace=namespace,
                 requests=requests,
                 node_selector=dict(selector),
                 affinity=affinity,
@@ -317,6 +323,7 @@ def scenarios(draw: st.DrawFn, quota: str | None = None, pressure: bool = False)
         groups.append(
             PodGroup(
                 name=name,
+                namespace=namespace,
                 queue=queue,
                 min_member=min_member,
                 min_resources=min_resources,
@@ -456,7 +463,7 @@ def check_gangs(o: Outcome) -> None:
         ):
             members[pod.group] += 1
     for name in touched:
-        group = o.groups[f"default/{name}"]
+        (group,) = [g for g in o.groups.values() if g.name == name]  # job names are unique across namespaces
         lost = any(o.pods[k].group == name for k in o.evicted)
         if lost and group.min_member <= 1 and not any(o.pods[k].group == name for k in o.bound):
             continue  # a one-pod gang may go as a whole (gang plugin: min_available <= 1)
@@ -471,6 +478,15 @@ def affinity_matches(affinity: NodeAffinity | None, labels: dict[str, str]) -> b
     if affinity is None or affinity.required is None:
         return True
     return any(term.matches(labels) for term in affinity.required)
+
+
+def check_queue_namespaces(o: Outcome) -> None:
+    """No pod is bound or pipelined in a queue that, or whose ancestor, does not take its namespace."""
+    for key in [*o.bound, *o.pipelined]:
+        pod = o.pods[key]
+        for name in o.chain(o.queue_of(pod)):
+            allowed = o.queues[name].namespaces
+            assert not allowed or pod.namespace in allowed, f"{key} placed in {name}, which takes {allowed}"
 
 
 def check_placement_constraints(o: Outcome) -> None:
@@ -574,6 +590,8 @@ def record(o: Outcome) -> None:
         event("pending: gang")
     if any("capability" in g.reason for g in o.decisions.pending):
         event("pending: capability")
+    if any("takes work from namespace" in g.reason for g in o.decisions.pending):
+        event("pending: namespace")
 
 
 def check_all(snapshot: Snapshot, decisions: Decisions) -> None:
@@ -584,6 +602,7 @@ def check_all(snapshot: Snapshot, decisions: Decisions) -> None:
     check_queue_capability(outcome)
     check_gangs(outcome)
     check_placement_constraints(outcome)
+    check_queue_namespaces(outcome)
     check_evictions(outcome)
     check_pipelined_fit(outcome)
 
