@@ -25,7 +25,9 @@ from typer.testing import CliRunner
 from tidegate.cli.main import app
 from tidegate.clock import SimClock
 from tidegate.live.control_plane import ControlPlane
+from tidegate.live.queue_manifests import parsed_queue, queue_manifest
 from tidegate.model.manifests import load_text
+from tidegate.model.objects import Queue
 from tidegate.server.access import Access
 from tidegate.server.app import GracefulServer, create_app
 
@@ -72,6 +74,21 @@ def test_bad_submissions_answer_422_naming_document_object_and_field(served: tup
     )
     assert plane.jobs == {}
     assert client.post("/jobs", content="kind: [").status_code == 422
+
+
+def test_a_queue_is_given_to_a_namespace_live_and_a_queue_made_in_memory_keeps_it(
+    served: tuple[TestClient, ControlPlane],
+) -> None:
+    client, plane = served
+    only_a = {"metadata": {"annotations": {"tidegate.io/namespaces": "team-a"}}}
+    assert client.patch("/queues/dev", json=only_a).status_code == 200
+    assert plane.core.ssn.queues["dev"].queue.namespaces == ("team-a",)
+    refused = client.post("/jobs", content=vcjob("theirs"))
+    assert refused.status_code == 422 and refused.json()["errors"][0]["field"] == "spec.queue"
+    bad = client.patch("/queues/dev", json={"metadata": {"annotations": {"tidegate.io/namespaces": "Team A"}}})
+    assert bad.status_code == 422 and bad.json()["errors"][0]["field"] == "metadata.annotations.tidegate.io/namespaces"
+    made = Queue("teams", weight=2, namespaces=("team-a", "team-b"))
+    assert parsed_queue(queue_manifest(made)).namespaces == made.namespaces
 
 
 def test_a_queue_weight_is_patched_live(served: tuple[TestClient, ControlPlane]) -> None:

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from tidegate.model.manifests import load_text
-from tidegate.model.objects import Queue
+from tidegate.model.objects import NAMESPACES_ANNOTATION, Queue
 
 
 def merge_patch(target: Any, patch: Any) -> Any:
@@ -25,7 +25,7 @@ def merge_patch(target: Any, patch: Any) -> Any:
 
 
 def queue_manifest(queue: Queue) -> dict[str, Any]:
-    """A queue made in memory as the manifest that would load to it (weight, quotas, state)."""
+    """A queue made in memory as the manifest that would load to it (weight, quotas, state, namespaces)."""
     spec: dict[str, Any] = {"weight": queue.weight, "reclaimable": queue.reclaimable, "state": queue.state.value}
     if queue.capability is not None:
         spec["capability"] = queue.capability.to_dict()
@@ -37,12 +37,10 @@ def queue_manifest(queue: Queue) -> dict[str, Any]:
         spec["parent"] = queue.parent
     if queue.priority:
         spec["priority"] = queue.priority
-    return {
-        "apiVersion": "scheduling.volcano.sh/v1beta1",
-        "kind": "Queue",
-        "metadata": {"name": queue.name},
-        "spec": spec,
-    }
+    metadata: dict[str, Any] = {"name": queue.name}
+    if queue.namespaces:
+        metadata["annotations"] = {NAMESPACES_ANNOTATION: ",".join(queue.namespaces)}
+    return {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "metadata": metadata, "spec": spec}
 
 
 def parsed_queue(manifest: Mapping[str, Any]) -> Queue:
