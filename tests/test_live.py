@@ -160,6 +160,14 @@ def test_a_submission_to_a_queue_that_does_not_take_its_namespace_is_refused_nam
     assert p.submit(accepted) == ["team-a/mine"]
 
 
+def test_a_submission_of_more_pods_than_can_be_built_is_refused_whole_before_any_is_built() -> None:
+    p, _ = plane()
+    many = batch(*(vcjob(f"j{i}", replicas=8000, gpus=0) for i in range(3)))
+    with pytest.raises(ManifestErrors, match=r"24,000 pods in all: a submission creates at most 20,000"):
+        p.submit(many)
+    assert p.jobs == {}
+
+
 def test_a_submission_is_all_or_nothing_and_errors_name_document_object_and_field() -> None:
     p, _ = plane()
     with pytest.raises(ManifestErrors) as caught:

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from tidegate.model.errors import FieldError, ManifestError, ManifestErrors, Source
+from tidegate.model.expand import workload_from
 from tidegate.model.manifests import (
     BUILTIN_PRIORITIES,
     ManifestSet,
@@ -832,6 +833,24 @@ apiVersion: batch.volcano.sh/v1alpha1
 kind: Job
 metadata: {name: j}
 """
+
+
+@pytest.mark.parametrize(
+    ("tasks", "field"),
+    [
+        ("[{name: w, replicas: 1000000000000000000000000000000}]", "spec.tasks[0].replicas"),
+        ("[{name: a, replicas: 6000}, {name: b, replicas: 6000}]", "spec.tasks"),
+    ],
+)
+def test_a_job_of_more_pods_than_can_be_built_is_an_error_and_expands_to_none(
+    tmp_path: Path, tasks: str, field: str
+) -> None:
+    """Each replica is built and tracked: 10**30 of them (a typo, or a hostile submission) hung the server."""
+    ms = load(tmp_path, JOB, f"spec: {{tasks: {tasks}}}\n")
+    error = only_error(ms)
+    assert (error.kind, error.name, error.field) == ("Job", "j", field) and "at most 10,000 pods" in error.message
+    workload = workload_from(ms)
+    assert [(group.key, workload.pods_of(group)) for group in workload.groups] in ([], [("default/j", [])])
 
 
 def test_job_defaults_and_inheritance(tmp_path: Path) -> None:

@@ -110,7 +110,16 @@ def test_errors_for_unknown_objects_and_refused_reports(served: tuple[TestClient
     assert client.get("/nodes/none/pods").status_code == 404
     client.post("/jobs", content=vcjob("a"))
     assert client.post("/pods/default/a-worker-0/status", json={"phase": "Succeeded"}).status_code == 409  # not bound
-    assert client.post("/pods/default/a-worker-0/status", json={"phase": "Lost"}).status_code == 409
+    for bad in ({"phase": "Lost"}, {"phase": []}, {"phase": {}}, {"phase": "Running", "message": {"a": 1}}, {}):
+        reply = client.post("/pods/default/a-worker-0/status", json=bad)
+        field = "message" if "message" in bad else "phase"
+        assert reply.status_code == 422 and reply.json()["detail"][0]["loc"][:2] == ["body", field]
+    for path, body in (("/links/aliyun", '{"up": NaN}'), ("/nodes/idc-a100-0/interruption", '{"notice_seconds": NaN}')):
+        reply = client.request("PUT" if "links" in path else "POST", path, content=body)  # NaN: not strict JSON
+        assert reply.status_code == 422 and "input" not in reply.json()["detail"][0]
+    for notice in ("Infinity", "-1", "0"):
+        reply = client.post("/nodes/idc-a100-0/interruption", content=f'{{"notice_seconds": {notice}}}')
+        assert reply.status_code == 422
     plane.cycle()
     assert client.delete("/jobs/default/a").json() == {"deleted": "default/a"}
 

@@ -79,6 +79,8 @@ DEFAULT_PERIOD_SECONDS = 1.0
 PRIORITY_CYCLE = 10
 #: Kinds a submission may hold; the rest of the cluster comes from the served folder.
 SUBMITTED_KINDS = ("Job", "PodGroup", "Pod")
+#: Pods one submission may create (a vcjob at most MAX_JOB_PODS): a larger one is refused whole.
+MAX_SUBMISSION_PODS = 20_000
 #: The file name of the batch the served folder's own workloads are accepted (and stored) as.
 FOLDER_BATCH_FILE = "served folder"
 
@@ -487,6 +489,9 @@ class ControlPlane(PlaneViews, FleetHosting):
         does: what both a submission and a restore build jobs from. Raises ManifestErrors with every problem."""
         errors = list(ms.errors)
         errors.extend(_misplaced(ms))
+        too_many = _too_many_pods(ms)
+        if too_many:  # not expanded at all
+            raise ManifestErrors([*errors, *too_many])
         check = ManifestSet(
             queues=list(self.queues.values()),
             priority_classes=self.priority_classes,
@@ -771,6 +776,16 @@ def _misplaced(ms: ManifestSet) -> list[ManifestError]:
     errors = [ManifestError(obj.source, kind, obj.name, "kind", message) for kind, objs in kinds for obj in objs]
     errors.extend(ManifestError(s.source, s.kind, s.name, "kind", message) for s in ms.skipped)
     return errors
+
+
+def _too_many_pods(ms: ManifestSet) -> list[ManifestError]:
+    """A submission creates at most MAX_SUBMISSION_PODS pods (each is built, stored and scheduled)."""
+    total = sum(task.replicas for job in ms.jobs for task in job.tasks) + len(ms.pods)
+    if total <= MAX_SUBMISSION_PODS:
+        return []
+    first = next(iter(_sources(ms)), Source())
+    message = f"{total:,} pods in all: a submission creates at most {MAX_SUBMISSION_PODS:,}; submit it in parts"
+    return [ManifestError(Source(first.file), "", "", "", message)]
 
 
 def _sources(ms: ManifestSet) -> list[Source]:

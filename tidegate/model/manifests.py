@@ -17,7 +17,7 @@ import json
 import re
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, date, datetime
 from enum import Enum
 from pathlib import Path
@@ -673,6 +673,9 @@ def _as_ready(value: Any, field_: str) -> bool:
 
 #: GPU cards one node may have: the scheduler tracks each card (largest machines today have 8 to 16).
 MAX_GPU_CARDS = 256
+#: Pods one vcjob may create, over all its tasks: each is built and tracked (the largest training jobs run
+#: a few thousand).
+MAX_JOB_PODS = 10_000
 
 
 def _gpu_cards(allocatable: Resources, r: _Reader) -> tuple[int, ...]:
@@ -1011,6 +1014,10 @@ def _parse_job(doc: dict[str, Any], r: _Reader) -> Job:
     scheduler = r.text(spec, "spec", "schedulerName") or DEFAULT_SCHEDULER
     priority_class = r.text(spec, "spec", "priorityClassName")
     tasks = tuple(_parse_task(item, i, meta, scheduler, r) for i, item in enumerate(r.items(spec, "spec", "tasks")))
+    total = sum(task.replicas for task in tasks)
+    if total > MAX_JOB_PODS:
+        r.error("spec.tasks", f"{total:,} replicas in all: a Job has at most {MAX_JOB_PODS:,} pods")
+        tasks = tuple(replace(task, replicas=0) for task in tasks)  # nothing to expand
     _inherit_priority_class(tasks, priority_class, r)
     return Job(
         name=meta.name,
@@ -1078,9 +1085,13 @@ def _parse_task(value: Any, index: int, job: _Meta, scheduler: str, r: _Reader) 
         r.priority(_priority_field(template_spec, spec_prefix), pod.priority_class_name, _setter(pod))
     if "replicas" not in task:
         r.warn(f"{prefix}.replicas", "not set: Volcano reads it as 0, so this task creates no pods")
+    replicas = r.integer(task, prefix, "replicas", 0)
+    if replicas > MAX_JOB_PODS:
+        r.error(f"{prefix}.replicas", f"{replicas:,}: a Job has at most {MAX_JOB_PODS:,} pods")
+        replicas = 0  # nothing to expand
     return TaskSpec(
         name=name,
-        replicas=r.integer(task, prefix, "replicas", 0),
+        replicas=replicas,
         template=pod,
         policies=r.read(_as_policies, task.get("policies"), f"{prefix}.policies", ()),
         min_available=r.optional_integer(task, prefix, "minAvailable"),

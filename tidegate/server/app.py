@@ -34,10 +34,11 @@ import contextlib
 import signal
 import threading
 from collections.abc import Awaitable, Callable, Iterator
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import uvicorn
 from fastapi import APIRouter, Body, Depends, FastAPI, HTTPException, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from prometheus_client import CollectorRegistry, generate_latest
@@ -64,7 +65,16 @@ class SpotNotice(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    notice_seconds: Annotated[float, Field(gt=0)] | None = None
+    notice_seconds: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = None
+
+
+class PodStatusReport(BaseModel):
+    """A bound pod's phase as its node's agent reports it (other fields of a PodStatus are ignored)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    phase: Literal["Running", "Succeeded", "Failed"]
+    message: str = ""
 
 
 class LinkState(BaseModel):
@@ -140,6 +150,12 @@ def create_app(plane: ControlPlane, access: Access | None = None, audit: AuditLo
     @app.exception_handler(ManifestErrors)
     def invalid(_: Request, exc: ManifestErrors) -> JSONResponse:
         return JSONResponse({"errors": [_problem(error) for error in exc.errors]}, status_code=422)
+
+    @app.exception_handler(RequestValidationError)
+    def invalid_request(_: Request, exc: RequestValidationError) -> JSONResponse:
+        """FastAPI's answer without the input it echoes (a NaN in it cannot be written as JSON)."""
+        fields = ("loc", "msg", "type")
+        return JSONResponse({"detail": [{k: e[k] for k in fields if k in e} for e in exc.errors()]}, status_code=422)
 
     @app.exception_handler(NotFound)
     def not_found(_: Request, exc: NotFound) -> JSONResponse:
@@ -238,12 +254,8 @@ def create_app(plane: ControlPlane, access: Access | None = None, audit: AuditLo
         return {"node": name, "goes_at": goes_at}
 
     @api.post("/pods/{namespace}/{name}/status")
-    def pod_status(namespace: str, name: str, status: Annotated[dict[str, Any], Body()], _: Agent) -> dict[str, Any]:
-        phase = status.get("phase")
-        allowed = (PodPhase.RUNNING, PodPhase.SUCCEEDED, PodPhase.FAILED)
-        if phase not in {p.value for p in allowed}:
-            raise Conflict(f"phase must be one of {', '.join(p.value for p in allowed)}, not {phase!r}")
-        job = plane.report_pod(f"{namespace}/{name}", PodPhase(phase), str(status.get("message", "")))
+    def pod_status(namespace: str, name: str, status: PodStatusReport, _: Agent) -> dict[str, Any]:
+        job = plane.report_pod(f"{namespace}/{name}", PodPhase(status.phase), status.message)
         return plane.job_view(job.key)
 
     @app.get("/metrics")
