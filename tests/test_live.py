@@ -168,6 +168,15 @@ def test_a_submission_of_more_pods_than_can_be_built_is_refused_whole_before_any
     assert p.jobs == {}
 
 
+def test_a_submission_of_nothing_is_refused_and_nothing_is_stored() -> None:
+    """100 MB of comments was accepted as a batch of no job, which the store kept for ever."""
+    p, _ = plane()
+    for nothing in ("# only a comment\n" * 3, "", "---\n---\n"):
+        with pytest.raises(ManifestErrors, match="nothing to submit: no Job, PodGroup, Pod object"):
+            p.submit(nothing, "POST /jobs")
+    assert p._new_batches == [] and p.jobs == {}
+
+
 def test_a_submission_is_all_or_nothing_and_errors_name_document_object_and_field() -> None:
     p, _ = plane()
     with pytest.raises(ManifestErrors) as caught:

@@ -212,6 +212,15 @@ def test_load_text_and_v1_list() -> None:
     assert ms.skipped == [(Source("dump.yaml", 0), "ConfigMap", "cm")]
 
 
+def test_json_text_with_escapes_yaml_refuses_is_read_as_json() -> None:
+    """json.dumps writes an emoji as a surrogate pair escape, which YAML's parser refuses."""
+    doc = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1", "annotations": {"owner": "team \U0001f680"}}}
+    ms = load_text(json.dumps(doc), "POST /jobs")
+    assert ms.errors == [] and ms.nodes[0].annotations["owner"] == "team \U0001f680"
+    flow = load_text("{apiVersion: v1, kind: Node, metadata: {name: n2}}", "flow.yaml")  # YAML, not JSON
+    assert ms.errors == [] and [n.name for n in flow.nodes] == ["n2"]
+
+
 def test_missing_path_is_an_error(tmp_path: Path) -> None:
     ms = load_manifests([str(tmp_path / "nope.yaml")])
     assert only_error(ms).source.file == str(tmp_path / "nope.yaml")

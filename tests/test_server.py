@@ -87,6 +87,12 @@ def test_a_queue_is_given_to_a_namespace_live_and_a_queue_made_in_memory_keeps_i
     assert refused.status_code == 422 and refused.json()["errors"][0]["field"] == "spec.queue"
     bad = client.patch("/queues/dev", json={"metadata": {"annotations": {"tidegate.io/namespaces": "Team A"}}})
     assert bad.status_code == 422 and bad.json()["errors"][0]["field"] == "metadata.annotations.tidegate.io/namespaces"
+    emoji = client.patch("/queues/dev", json={"metadata": {"annotations": {"owner": "team \U0001f680"}}})
+    assert emoji.status_code == 200 and emoji.json()["namespaces"] == ["team-a"]
+    assert plane.queues["dev"].raw["metadata"]["annotations"]["owner"] == "team \U0001f680"
+    for change in ({"kind": "Job"}, {"apiVersion": "v1"}):
+        wrong = client.patch("/queues/dev", json=change)
+        assert wrong.status_code == 422 and wrong.json()["errors"][0]["field"] in ("kind", "apiVersion")
     made = Queue("teams", weight=2, namespaces=("team-a", "team-b"))
     assert parsed_queue(queue_manifest(made)).namespaces == made.namespaces
 

@@ -240,6 +240,46 @@ def test_a_patch_of_a_queue_the_folder_no_longer_has_is_dropped_with_a_warning(s
     assert start(store)[0].warnings == []  # dropped from the store too
 
 
+ORG = """
+---
+apiVersion: scheduling.volcano.sh/v1beta1
+kind: Queue
+metadata: {name: org}
+spec: {capability: {nvidia.com/gpu: "8"}}
+---
+apiVersion: scheduling.volcano.sh/v1beta1
+kind: Queue
+metadata: {name: alpha}
+spec: {parent: org, capability: {nvidia.com/gpu: "4"}}
+"""
+
+
+def test_queue_patches_accepted_one_after_another_are_restored_together(store: Store) -> None:
+    """alpha's 90 was accepted only after org's 100: restored one at a time, alpha's came first and was checked
+    against the folder's org of 8, and the server could not start on its own store."""
+    p, _ = start(store, cluster=CLUSTER + ORG)
+    p.patch_queue("alpha", {"spec": {"capability": {"nvidia.com/gpu": "6"}}})  # stored first
+    p.patch_queue("org", {"spec": {"capability": {"nvidia.com/gpu": "100"}}})
+    p.patch_queue("alpha", {"spec": {"capability": {"nvidia.com/gpu": "90"}}})
+    after, _ = start(store, cluster=CLUSTER + ORG)
+    assert after.queues["alpha"].capability == p.queues["alpha"].capability
+    assert after.queues["org"].capability == p.queues["org"].capability
+
+
+def test_a_queue_patch_that_would_break_another_queue_is_refused_naming_it(store: Store) -> None:
+    p, _ = start(store, cluster=CLUSTER + ORG)
+    with pytest.raises(ManifestErrors) as caught:
+        p.patch_queue("org", {"spec": {"capability": {"nvidia.com/gpu": "1"}}})
+    (error,) = caught.value.errors
+    assert (error.source.file, error.kind, error.name, error.field) == (
+        "PATCH /queues/org",
+        "Queue",
+        "alpha",
+        "spec.capability.nvidia.com/gpu",
+    )
+    assert p.queues["org"].capability == start(None, cluster=CLUSTER + ORG)[0].queues["org"].capability
+
+
 def test_a_stored_job_whose_queue_is_gone_is_an_error_naming_it(store: Store) -> None:
     p, _ = start(store)
     p.submit(vcjob("lost", queue="prod"), "lost.yaml")

@@ -253,6 +253,29 @@ def test_a_bad_namespace_list_is_named(tmp_path: Path, value: str) -> None:
     assert "not a namespace name" in error.message
 
 
+@pytest.mark.parametrize(
+    ("metadata", "field"),
+    [
+        ("{name: x/y}", "metadata.name"),
+        ("{name: UPPER}", "metadata.name"),
+        ("{name: jöb}", "metadata.name"),
+        (f"{{name: {'a' * 254}}}", "metadata.name"),
+        ("{name: pg, namespace: a/b}", "metadata.namespace"),
+        ("{name: pg, namespace: a.b}", "metadata.namespace"),
+    ],
+)
+def test_names_and_namespaces_are_kubernetes_names(tmp_path: Path, metadata: str, field: str) -> None:
+    """A namespace "a/b" made a job no URL could reach (`GET /jobs/{namespace}/{name}`)."""
+    document = "apiVersion: scheduling.volcano.sh/v1beta1\nkind: PodGroup\nmetadata: " + metadata + "\nspec: {}\n"
+    _, errors = check(tmp_path, document)
+    (error,) = [e for e in errors if e.field == field]
+    assert error.kind == "PodGroup" and "is not a DNS-1123" in error.message
+
+
+def test_dotted_names_are_kubernetes_names(tmp_path: Path) -> None:
+    assert check(tmp_path, podgroup("{}", name="train.v2-0"), queue("team.a"))[1] == []
+
+
 def test_bare_pod_queue_annotation_must_exist(tmp_path: Path) -> None:
     pod = "apiVersion: v1\nkind: Pod\nmetadata: {name: p, annotations: {scheduling.volcano.sh/queue-name: nope}}\n"
     path, errors = check(tmp_path, pod)

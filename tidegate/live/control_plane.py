@@ -24,7 +24,6 @@ links, the budget): `tidegate/live/fleet_host.py`. What the API shows is in `tid
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import uuid
@@ -50,7 +49,7 @@ from tidegate.live.queue_manifests import merge_patch, parsed_queue, queue_manif
 from tidegate.live.views import PlaneViews
 from tidegate.model.errors import ManifestError, ManifestErrors, Source
 from tidegate.model.expand import BARE_POD_GROUP_PREFIX, workload_from
-from tidegate.model.manifests import ManifestSet, load_text
+from tidegate.model.manifests import ManifestSet, load_objects, load_text
 from tidegate.model.objects import (
     Job,
     JobEvent,
@@ -252,6 +251,9 @@ class ControlPlane(PlaneViews, FleetHosting):
         return their job keys. All or nothing: raises ManifestErrors naming document, object and field, or
         Forbidden when an object is outside `namespaces` (None: any). The jobs' first event names `user`."""
         ms = load_text(text, file)
+        if not (ms.errors or ms.jobs or ms.podgroups or ms.pods or ms.skipped or _misplaced(ms)):
+            message = f"nothing to submit: no {', '.join(SUBMITTED_KINDS)} object"
+            raise ManifestErrors([ManifestError(Source(file), "", "", "", message)])
         if namespaces is not None:
             objects: list[Job | PodGroup | Pod] = [*ms.jobs, *ms.podgroups, *ms.pods]
             outside = [obj for obj in objects if obj.namespace not in namespaces]
@@ -481,7 +483,8 @@ class ControlPlane(PlaneViews, FleetHosting):
             self._install(job)
             self._dirty.add(job.key)
             keys.append(job.key)
-        self._new_batches.append(batch)
+        if keys:  # a batch is kept while a job of it is
+            self._new_batches.append(batch)
         return keys
 
     def _admit(self, ms: ManifestSet, existing: Collection[str]) -> list[_Admitted]:
@@ -546,23 +549,42 @@ class ControlPlane(PlaneViews, FleetHosting):
             self._unbind(pod)
 
     def _set_queue(self, name: str, doc: Any, file: str) -> Queue:
-        """Replace a queue by a manifest, validated as a loaded one against the other queues (a queue cannot
-        be renamed; its parent must exist). Raises ManifestErrors naming `file` and the field."""
-        source = Source(file)
-        ms = load_text(json.dumps(doc), file)
-        errors = list(ms.errors)
-        if not errors and [q.name for q in ms.queues] != [name]:
-            errors.append(ManifestError(source, "Queue", name, "metadata.name", "a queue cannot be renamed"))
+        """Replace a queue by a manifest; see `_set_queues`."""
+        return self._set_queues({name: (doc, file)})[name]
+
+    def _set_queues(self, docs: Mapping[str, tuple[Any, str]]) -> dict[str, Queue]:
+        """Replace queues by manifests (each with the file its errors name), validated as loaded ones, together,
+        against the other queues: a queue cannot be renamed, its parent must exist, and the tree must hold
+        (a problem the change makes in another queue, a child's capability above its parent's say, is named
+        too, as the change's). All or nothing: raises ManifestErrors."""
+        errors: list[ManifestError] = []
+        new: dict[str, Queue] = {}
+        for name, (doc, file) in docs.items():
+            ms = load_objects([doc], file)  # the document as it is (re-read as YAML, JSON's escapes were refused)
+            errors += ms.errors
+            if not ms.errors and [q.name for q in ms.queues] != [name]:
+                field_, message = "metadata.name", "a queue cannot be renamed"
+                if not ms.queues:
+                    field_, message = "kind", "a Queue stays a Queue (scheduling.volcano.sh/v1beta1)"
+                errors.append(ManifestError(Source(file), "Queue", name, field_, message))
+            elif not ms.errors:
+                new[name] = ms.queues[0]
         if not errors:
-            others = [q for q in self.queues.values() if q.name != name]
-            tree = ManifestSet(queues=[*others, *ms.queues])
-            errors = [e for e in validate(tree) if e.source.file == file]
+            before = {_problem_key(e) for e in validate(ManifestSet(queues=list(self.queues.values())))}
+            tree = ManifestSet(queues=[new.get(q.name, q) for q in self.queues.values()])
+            files = {file for _, file in docs.values()}
+            for error in validate(tree):
+                if error.source.file in files:
+                    errors.append(error)
+                elif _problem_key(error) not in before:  # another queue, made wrong by this change
+                    file = next(iter(docs.values()))[1]
+                    errors.append(replace(error, source=Source(file)))
         if errors:
             raise ManifestErrors(errors)
-        (queue,) = ms.queues
-        self.queues[name] = queue
-        self.core.set_queue(queue)
-        return queue
+        for name, queue in new.items():
+            self.queues[name] = queue
+            self.core.set_queue(queue)
+        return new
 
     # -- restoring from the store -------------------------------------------------------------------
     def _restore(self, saved: Saved) -> None:
@@ -576,12 +598,13 @@ class ControlPlane(PlaneViews, FleetHosting):
         no longer has restarts pending (no retry counted), with an event naming the node. A job that no
         longer admits (its queue or priority class gone, a resource no node offers) is an error naming it.
         """
-        for name, manifest in saved.queues.items():
-            if name in self.queues:
-                self._set_queue(name, manifest, f"{self._where()}: queue {name}")
-            else:
-                self.warnings.append(f"queue {name} was patched live but the folder no longer has it: patch dropped")
-                self._dirty_queues.add(name)
+        kept = {
+            name: (doc, f"{self._where()}: queue {name}") for name, doc in saved.queues.items() if name in self.queues
+        }
+        self._set_queues(kept)  # together: one patch may have been accepted only after another
+        for name in [name for name in saved.queues if name not in kept]:
+            self.warnings.append(f"queue {name} was patched live but the folder no longer has it: patch dropped")
+            self._dirty_queues.add(name)
         admitted: dict[str, dict[str, _Admitted]] = {}
         for stored in saved.jobs:
             batch_id = stored.state.batch
@@ -776,6 +799,11 @@ def _misplaced(ms: ManifestSet) -> list[ManifestError]:
     errors = [ManifestError(obj.source, kind, obj.name, "kind", message) for kind, objs in kinds for obj in objs]
     errors.extend(ManifestError(s.source, s.kind, s.name, "kind", message) for s in ms.skipped)
     return errors
+
+
+def _problem_key(error: ManifestError) -> tuple[str, str, str, str]:
+    """An error without its place: the same problem, wherever it was read."""
+    return error.kind, error.name, error.field, error.message
 
 
 def _too_many_pods(ms: ManifestSet) -> list[ManifestError]:

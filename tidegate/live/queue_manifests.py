@@ -7,7 +7,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from tidegate.model.manifests import load_text
+from tidegate.model.manifests import load_objects
 from tidegate.model.objects import NAMESPACES_ANNOTATION, Queue
 
 
@@ -45,7 +45,7 @@ def queue_manifest(queue: Queue) -> dict[str, Any]:
 
 def parsed_queue(manifest: Mapping[str, Any]) -> Queue:
     """A queue manifest the control plane wrote itself, as a Queue."""
-    (queue,) = load_text(json.dumps(manifest), "budget").queues
+    (queue,) = load_objects([manifest], "budget").queues
     return queue
 
 

@@ -54,6 +54,7 @@ class PlaneViews:
         return {
             "name": row.queue,
             "spec": (queue.raw or queue_manifest(queue)).get("spec", {}),
+            "namespaces": list(queue.namespaces),  # whose work it takes (tidegate.io/namespaces); [] for every one
             "jobs": {phase.value: sum(1 for job in jobs if job.phase is phase) for phase in JobPhase},
             "allocated": row.allocated.to_dict(),
             "pending_jobs_duration_seconds": row.pending_seconds,

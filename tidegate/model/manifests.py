@@ -294,6 +294,14 @@ class _Session:
 
     def load_text(self, text: str, file: str) -> None:
         """Load every document of a YAML stream; a YAML error ends the file at that document."""
+        if text.lstrip()[:1] == "{":  # JSON, e.g. a client's json.dumps: its "\ud83d\ude80" escapes are not YAML
+            try:
+                doc = json.loads(text)
+            except (ValueError, RecursionError):
+                pass  # YAML's flow style, or bad JSON: YAML says where
+            else:
+                self.load_document(doc, Source(file, 0))
+                return
         index = 0
         try:
             for doc in yaml.load_all(text, Loader=_YAML_LOADER):

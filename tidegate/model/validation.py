@@ -83,6 +83,9 @@ POLICY_ACTIONS = frozenset(
 #: Kubernetes reserves priority values above this for system-* classes.
 MAX_USER_PRIORITY = 1_000_000_000
 _DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+_DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+_LABEL = "lowercase letters, digits and '-', at most 63"
+_SUBDOMAIN = "lowercase letters, digits, '-' and '.', at most 253"
 
 
 class _Object(Protocol):
@@ -106,6 +109,7 @@ def validate(ms: ManifestSet) -> list[ManifestError]:
     """Every admission problem in the set, ordered by file and document."""
     queues = _QueueTree.of(ms.queues)
     errors = [
+        *_name_errors(ms),
         *_duplicate_names(ms),
         *queues.errors(),
         *(error for job in ms.jobs for error in _job_errors(job, queues)),
@@ -120,9 +124,9 @@ def validate(ms: ManifestSet) -> list[ManifestError]:
 # --- names ------------------------------------------------------------------------------------------
 
 
-def _duplicate_names(ms: ManifestSet) -> Iterator[ManifestError]:
-    """Two objects of one kind with the same name (and namespace, for namespaced kinds)."""
-    kinds: list[tuple[str, Sequence[_Object], bool]] = [
+def _kinds(ms: ManifestSet) -> list[tuple[str, Sequence[_Object], bool]]:
+    """Each kind's objects, and whether the kind is namespaced."""
+    return [
         ("Node", ms.nodes, False),
         ("Queue", ms.queues, False),
         ("PodGroup", ms.podgroups, True),
@@ -131,7 +135,25 @@ def _duplicate_names(ms: ManifestSet) -> Iterator[ManifestError]:
         ("PriorityClass", ms.priority_classes, False),
         ("SchedulerConfiguration", ms.configurations, False),
     ]
-    for kind, objects, namespaced in kinds:
+
+
+def _name_errors(ms: ManifestSet) -> Iterator[ManifestError]:
+    """Names as Kubernetes accepts them (DNS-1123 subdomains; namespaces DNS-1123 labels), so every object
+    can be named in a URL, a key and the API server (a namespace "a/b" made a job no call could reach)."""
+    for kind, objects, namespaced in _kinds(ms):
+        for obj in objects:
+            if len(obj.name) > 253 or not _DNS1123_SUBDOMAIN.fullmatch(obj.name):
+                yield _error(
+                    obj, kind, "metadata.name", f"{obj.name[:80]!r} is not a DNS-1123 subdomain ({_SUBDOMAIN})"
+                )
+            namespace = getattr(obj, "namespace", "") if namespaced else ""
+            if namespace and (len(namespace) > 63 or not _DNS1123_LABEL.fullmatch(namespace)):
+                yield _error(obj, kind, "metadata.namespace", f"{namespace[:80]!r} is not a DNS-1123 label ({_LABEL})")
+
+
+def _duplicate_names(ms: ManifestSet) -> Iterator[ManifestError]:
+    """Two objects of one kind with the same name (and namespace, for namespaced kinds)."""
+    for kind, objects, namespaced in _kinds(ms):
         first: dict[str, _Object] = {}
         for obj in objects:
             key = f"{getattr(obj, 'namespace', '')}/{obj.name}" if namespaced else obj.name
