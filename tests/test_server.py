@@ -97,6 +97,17 @@ def test_a_queue_is_given_to_a_namespace_live_and_a_queue_made_in_memory_keeps_i
     assert parsed_queue(queue_manifest(made)).namespaces == made.namespaces
 
 
+def test_the_openapi_document_says_what_calls_answer_and_take(served: tuple[TestClient, ControlPlane]) -> None:
+    client, _ = served
+    paths = client.get("/openapi.json").json()["paths"]
+    assert {"401", "403", "404", "422", "503"} <= paths["/queues/{name}"]["patch"]["responses"].keys()
+    assert "application/yaml" in paths["/jobs"]["post"]["requestBody"]["content"]
+    assert list(paths["/metrics"]["get"]["responses"]["200"]["content"]) == ["text/plain"]
+    assert client.get("/metrics").headers["content-type"].startswith("text/plain")
+    status = paths["/pods/{namespace}/{name}/status"]["post"]["requestBody"]["content"]["application/json"]
+    assert status["schema"]["$ref"].endswith("/PodStatusReport")
+
+
 def test_a_queue_weight_is_patched_live(served: tuple[TestClient, ControlPlane]) -> None:
     client, plane = served
     reply = client.patch("/queues/dev", json={"spec": {"weight": 10}})

@@ -285,6 +285,15 @@ def test_bare_pod_queue_annotation_must_exist(tmp_path: Path) -> None:
 # --- queues -----------------------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize(("priority", "ok"), [(2**31 - 1, True), (-(2**31), True), (2**31, False), (10**30, False)])
+def test_queue_priority_is_an_int32(tmp_path: Path, priority: int, ok: bool) -> None:
+    path, errors = check(tmp_path, queue("q", f"{{priority: {priority}}}"))
+    if ok:
+        assert errors == []
+    else:
+        assert "32-bit" in the_error(errors, path, 0, "Queue", "q", "spec.priority").message
+
+
 @pytest.mark.parametrize(("weight", "ok"), [(0, False), (1, True), (65535, True), (65536, False), (-3, False)])
 def test_queue_weight_range(tmp_path: Path, weight: int, ok: bool) -> None:
     path, errors = check(tmp_path, queue("q", f"{{weight: {weight}}}"))

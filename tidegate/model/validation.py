@@ -212,6 +212,8 @@ class _QueueTree:
             yield _error(
                 queue, "Queue", "spec.weight", f"{queue.weight} is outside {MIN_QUEUE_WEIGHT}..{MAX_QUEUE_WEIGHT}"
             )
+        if not -(2**31) <= queue.priority < 2**31:
+            yield _error(queue, "Queue", "spec.priority", f"{queue.priority} is not a 32-bit integer (Volcano's int32)")
         limits: tuple[tuple[Mapping[str, int] | None, str], ...] = (
             (queue.deserved, "deserved"),
             (queue.capability_limits(), "capability"),

@@ -120,6 +120,25 @@ def _needs(right: Right) -> Callable[[Principal], Principal]:
     return check
 
 
+#: What the API's calls may answer besides success, for its OpenAPI document.
+ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    401: {"description": "no token, or one the server does not know"},
+    403: {"description": "the token's holder lacks the right (or the namespace) the call needs"},
+    404: {"description": "no such queue, job, node, pod or cluster"},
+    409: {"description": "the report does not fit the object's state (e.g. a pod that is not bound)"},
+    422: {"description": "bad input: each error names the file (the call), document, object and field"},
+    503: {"description": "the store cannot be written, or this server is a standby"},
+}
+#: `POST /jobs` reads its body itself (YAML or JSON, one or more documents), so its OpenAPI says what it takes.
+SUBMISSION_BODY: dict[str, Any] = {
+    "requestBody": {
+        "required": True,
+        "description": "Volcano Jobs, PodGroups with their pods, bare pods: YAML documents or a JSON object",
+        "content": {"application/yaml": {"schema": {"type": "string"}}, "application/json": {"schema": {}}},
+    }
+}
+
+
 #: A route's caller, with the right it needs (403 otherwise).
 Submitter = Annotated[Principal, Depends(_needs(Right.SUBMIT))]
 Agent = Annotated[Principal, Depends(_needs(Right.REPORT))]
@@ -143,7 +162,7 @@ def create_app(plane: ControlPlane, access: Access | None = None, audit: AuditLo
                 audit.record(user, request.method, request.url.path, response.status_code)
             return response
 
-    api = APIRouter(dependencies=[Depends(_needs(Right.VIEW))])
+    api = APIRouter(dependencies=[Depends(_needs(Right.VIEW))], responses=ERROR_RESPONSES)
     registry = CollectorRegistry()
     registry.register(_QueueCollector(plane))
 
@@ -203,7 +222,7 @@ def create_app(plane: ControlPlane, access: Access | None = None, audit: AuditLo
         plane.patch_queue(name, patch)
         return plane.queue_view(name)
 
-    @api.post("/jobs", status_code=201)
+    @api.post("/jobs", status_code=201, openapi_extra=SUBMISSION_BODY)
     async def submit(request: Request, who: Submitter) -> dict[str, Any]:
         text = (await request.body()).decode("utf-8", errors="replace")
         return {"accepted": plane.submit(text, "POST /jobs", who.user, who.namespaces)}
@@ -258,7 +277,7 @@ def create_app(plane: ControlPlane, access: Access | None = None, audit: AuditLo
         job = plane.report_pod(f"{namespace}/{name}", PodPhase(status.phase), status.message)
         return plane.job_view(job.key)
 
-    @app.get("/metrics")
+    @app.get("/metrics", response_class=PlainTextResponse, responses={200: {"content": {"text/plain": {}}}})
     def metrics() -> PlainTextResponse:
         return PlainTextResponse(generate_latest(registry), media_type=PROMETHEUS_CONTENT_TYPE)
 
