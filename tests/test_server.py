@@ -29,7 +29,7 @@ from tidegate.live.queue_manifests import parsed_queue, queue_manifest
 from tidegate.model.manifests import load_text
 from tidegate.model.objects import Queue
 from tidegate.server.access import Access
-from tidegate.server.app import GracefulServer, create_app
+from tidegate.server.app import MAX_SUBMISSION_BYTES, GracefulServer, create_app
 
 SEED = Path(__file__).resolve().parents[1] / "examples" / "seed"
 
@@ -95,6 +95,15 @@ def test_a_queue_is_given_to_a_namespace_live_and_a_queue_made_in_memory_keeps_i
         assert wrong.status_code == 422 and wrong.json()["errors"][0]["field"] in ("kind", "apiVersion")
     made = Queue("teams", weight=2, namespaces=("team-a", "team-b"))
     assert parsed_queue(queue_manifest(made)).namespaces == made.namespaces
+
+
+def test_a_submission_larger_than_the_cap_is_refused_unread(served: tuple[TestClient, ControlPlane]) -> None:
+    client, plane = served
+    comments = b"# a comment\n" * (MAX_SUBMISSION_BYTES // 12 + 1)
+    reply = client.post("/jobs", content=comments)
+    assert reply.status_code == 413 and "at most 8,388,608 bytes" in reply.json()["detail"]
+    chunked = client.post("/jobs", content=iter([comments[: len(comments) // 2], comments[len(comments) // 2 :]]))
+    assert chunked.status_code == 413 and plane.jobs == {}
 
 
 def test_the_openapi_document_says_what_calls_answer_and_take(served: tuple[TestClient, ControlPlane]) -> None:

@@ -120,12 +120,15 @@ def _needs(right: Right) -> Callable[[Principal], Principal]:
     return check
 
 
+#: The largest `POST /jobs` body, as kube-apiserver caps a request (3 MiB there); larger answers 413.
+MAX_SUBMISSION_BYTES = 8 * 1024 * 1024
 #: What the API's calls may answer besides success, for its OpenAPI document.
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     401: {"description": "no token, or one the server does not know"},
     403: {"description": "the token's holder lacks the right (or the namespace) the call needs"},
     404: {"description": "no such queue, job, node, pod or cluster"},
     409: {"description": "the report does not fit the object's state (e.g. a pod that is not bound)"},
+    413: {"description": "a submission larger than MAX_SUBMISSION_BYTES"},
     422: {"description": "bad input: each error names the file (the call), document, object and field"},
     503: {"description": "the store cannot be written, or this server is a standby"},
 }
@@ -224,7 +227,15 @@ def create_app(plane: ControlPlane, access: Access | None = None, audit: AuditLo
 
     @api.post("/jobs", status_code=201, openapi_extra=SUBMISSION_BODY)
     async def submit(request: Request, who: Submitter) -> dict[str, Any]:
-        text = (await request.body()).decode("utf-8", errors="replace")
+        declared = request.headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > MAX_SUBMISSION_BYTES:
+            raise HTTPException(413, f"a submission is at most {MAX_SUBMISSION_BYTES:,} bytes; submit it in parts")
+        body = b""
+        async for chunk in request.stream():
+            body += chunk
+            if len(body) > MAX_SUBMISSION_BYTES:
+                raise HTTPException(413, f"a submission is at most {MAX_SUBMISSION_BYTES:,} bytes; submit it in parts")
+        text = body.decode("utf-8", errors="replace")
         return {"accepted": plane.submit(text, "POST /jobs", who.user, who.namespaces)}
 
     @api.get("/jobs")
