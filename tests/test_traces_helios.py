@@ -86,6 +86,7 @@ def test_state_filter_keeps_the_clock(tmp_path: Path) -> None:
         ("2,u,vc,1,1,1,COMPLETED,10,,,-3,", "duration: -3 is negative"),
         ("2,u,vc,1,1,1,COMPLETED,10,,,", "expected 12 columns, got 11"),
         (",u,vc,1,1,1,COMPLETED,10,,,,", "job_id: empty"),
+        ("1,u,vc,1,1,1,COMPLETED,10,,,,", "job_id: duplicate '1'"),
     ],
 )
 def test_malformed_job_rows_name_file_and_line(tmp_path: Path, row: str, message: str) -> None:

@@ -90,7 +90,8 @@ def read_helios_jobs(
     - `states`, when given, keeps only jobs whose state is listed (e.g. {"COMPLETED"}).
 
     Raises TraceError (file:line) for missing columns, wrong column counts, non-numeric or negative
-    counts, unreadable or mixed time formats, or end before start.
+    counts, unreadable or mixed time formats, end before start, or a duplicate job_id (among the jobs
+    kept).
     """
     table = CsvTable(path, JOB_COLUMNS)
     kinds: set[str] = set()
@@ -117,6 +118,7 @@ def read_helios_jobs(
         parsed.append((line, row, submit, duration, wait))
     origin = min((submit for _, _, submit, _, _ in parsed), default=0.0)
     jobs: list[TraceJob] = []
+    seen: set[str] = set()
     for line, row, submit, duration, wait in parsed:
         state = table.text(row, "state")
         if states is not None and state not in states:
@@ -124,6 +126,9 @@ def read_helios_jobs(
         job_id = table.text(row, "job_id")
         if not job_id:
             raise table.error(line, "job_id: empty")
+        if job_id in seen:
+            raise table.error(line, f"job_id: duplicate {job_id!r}")
+        seen.add(job_id)
         gpus = table.integer(line, row, "gpu_num")
         cpus = table.integer(line, row, "cpu_num")
         pods = max(1, table.integer(line, row, "node_num"))
