@@ -194,6 +194,15 @@ def test_malformed_sequences_name_file_and_line(tmp_path: Path, rows: str, line:
     assert str(info.value).startswith(f"vcX_sequence.csv:{line}: ")
 
 
+def test_sequence_bytes_that_are_not_utf8_are_an_error_naming_the_line(tmp_path: Path) -> None:
+    path = tmp_path / "vcX_sequence.csv"
+    path.write_bytes(b"time,a,b\n2020-05-01 00:00:00,1,2\n2020-05-01 00:01:00,1,\xff\n")
+    with pytest.raises(TraceError, match=r"^vcX_sequence.csv:3: byte 0xff at column 23 is not UTF-8"):
+        read_helios_sequence(path)
+    with pytest.raises(TraceError, match=r"^vcX_sequence.csv:3: byte 0xff"):
+        read_helios_jobs(path)
+
+
 def test_header_only_sequence_is_empty(tmp_path: Path) -> None:
     seq = read_helios_sequence(write(tmp_path, "time,a\n"))
     assert len(seq) == 0 and seq.t_s.size == 0

@@ -329,6 +329,27 @@ def test_malformed_pod_rows_name_file_and_line(tmp_path: Path, row: str, message
         assert str(info.value).startswith("openb_pod_list_default.csv:3: ")
 
 
+def test_bytes_that_are_not_utf8_are_an_error_naming_the_line(tmp_path: Path) -> None:
+    path = tmp_path / "openb_pod_list_default.csv"
+    path.write_bytes(
+        (POD_HEADER + "p0,1,1,1,1000,,LS,Running,0,1,0\n").encode() + b"p1,\xff\xfe,1,1,1000,,LS,Running,0,1,0\n"
+    )
+    for reader in (read_openb_pods, read_openb_pods_arrays, read_openb_jobs):
+        with pytest.raises(TraceError, match=r"^openb_pod_list_default.csv:3: byte 0xff at column 4 is not UTF-8"):
+            reader(path)
+
+
+@pytest.mark.parametrize("rows", [3, 3000])
+def test_a_stray_quote_is_reported_where_it_starts(tmp_path: Path, rows: int) -> None:
+    """A quote never closed swallows the rest of the file: a short file's last record has too few columns,
+    a long one's overflows the csv module's field limit. Either way the error points at the quote's line."""
+    body = "".join(f"p{i},1,1,1,1000,,LS,Running,0,1,0\n" for i in range(1, rows))
+    path = write(tmp_path, "openb_pod_list_default.csv", POD_HEADER + "p0,1,1,1,1000,,LS,Running,0,1,0\n" + '"' + body)
+    for reader in (read_openb_pods, read_openb_pods_arrays, read_openb_jobs):
+        with pytest.raises(TraceError, match=r"^openb_pod_list_default.csv:3: .*unterminated quote starting at line 3"):
+            reader(path)
+
+
 pod_rows = st.tuples(
     st.integers(0, 128_000),
     st.integers(0, 1_048_576),

@@ -33,6 +33,7 @@ from tidegate.traces.records import (
     MISSING,
     CsvTable,
     TraceJob,
+    read_text,
 )
 
 IntArray = npt.NDArray[np.int64]
@@ -268,8 +269,7 @@ def _read_sequence_fast(path: str) -> HeliosSequence | None:
     A per-minute sequence repeats itself: a VC's counts hold for minutes at a time (the two Earth VCs have
     1,194 and 2,511 distinct rows, times aside, in 44,640), so parsing only the distinct rows and indexing
     is about 4x faster than parsing every row, itself about 3x faster than the checked reader."""
-    with open(path, encoding="utf-8-sig", newline="") as handle:
-        text = handle.read().replace("\r\n", "\n")
+    text = read_text(path).replace("\r\n", "\n")
     if '"' in text or "\r" in text:
         return None  # quoting or bare CR line ends: left to the csv module
     header_line, _, body = text.partition("\n")

@@ -16,7 +16,9 @@ fractional pod never spans cards. `cpu_milli` and `memory_mib` are per pod, like
 
 from __future__ import annotations
 
+import codecs
 import csv
+import io
 import math
 import os
 from collections.abc import Sequence
@@ -142,6 +144,21 @@ def split_gang(gpus: int, gpus_per_node: int = GPUS_PER_NODE) -> tuple[int, int]
     return pods, -(-gpus // pods)
 
 
+def read_text(path: str | os.PathLike[str]) -> str:
+    """A trace file's text (UTF-8, an optional byte-order mark skipped); a TraceError naming the line and
+    column of the first byte that is not UTF-8."""
+    data = Path(path).read_bytes()
+    try:
+        return codecs.decode(data, "utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
+        byte = data[exc.start]
+        raise TraceError(
+            path, line, f"byte 0x{byte:02x} at column {column} is not UTF-8 (save the file as UTF-8)"
+        ) from None
+
+
 def _filled(record: list[str]) -> bool:
     """False for a blank line (the csv module reads it as [] or a single blank cell)."""
     return len(record) > 1 or (len(record) == 1 and bool(record[0].strip()))
@@ -157,16 +174,26 @@ class CsvTable:
 
     def __init__(self, path: str | os.PathLike[str], required: Sequence[str]) -> None:
         self.path = os.fspath(path)
-        with open(self.path, encoding="utf-8-sig", newline="") as handle:
-            reader = csv.reader(handle)
-            header: list[str] | None = None
-            header_line = 1
+        reader = csv.reader(io.StringIO(read_text(self.path), newline=""))
+        header: list[str] | None = None
+        header_line = 1
+        rows: list[tuple[int, list[str]]] = []
+        last_line = 0  # the last line of the record read before
+        try:
             for record in reader:
-                if _filled(record):
+                start, last_line = last_line + 1, reader.line_num
+                if not _filled(record):
+                    continue
+                if header is None:
                     header = [name.strip() for name in record]
-                    header_line = reader.line_num
-                    break
-            rows = [(reader.line_num, record) for record in reader if _filled(record)]
+                    header_line = start
+                else:
+                    rows.append((start, record))
+        except csv.Error as exc:
+            start = last_line + 1
+            if reader.line_num > start:
+                raise TraceError(self.path, start, f"unterminated quote starting at line {start} ({exc})") from None
+            raise TraceError(self.path, start, f"unreadable CSV: {exc}") from None
         if header is None:
             raise TraceError(self.path, 1, f"empty file; expected a header with {', '.join(required)}")
         self.header: tuple[str, ...] = tuple(header)
@@ -184,7 +211,10 @@ class CsvTable:
         width = len(header)
         for line, record in rows:
             if len(record) != width:
-                raise TraceError(self.path, line, f"expected {width} columns, got {len(record)}")
+                problem = f"expected {width} columns, got {len(record)}"
+                if any("\n" in cell or "\r" in cell for cell in record):
+                    problem += f": unterminated quote starting at line {line}"
+                raise TraceError(self.path, line, problem)
         self.rows = rows
 
     def has(self, column: str) -> bool:
