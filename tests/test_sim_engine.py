@@ -256,6 +256,33 @@ def test_a_pool_too_large_to_hold_in_memory_is_an_error_on_its_field(tmp_path: P
     assert ("NodePool", "spec.count") in fields and ("NodePool", "spec.gpu.count") in fields
 
 
+@pytest.mark.parametrize(
+    ("synthetic", "field", "message"),
+    [
+        (
+            "gpuCounts: {1099511627776: 1}",
+            "spec.synthetic.gpuCounts.1099511627776.[key]",
+            "less than or equal to 80000",
+        ),
+        ("gpuCounts: {1180591620717411303424: 1}", "spec.synthetic.gpuCounts.1180591620717411303424.[key]", "80000"),
+    ],
+)
+def test_bad_synthetic_settings_are_errors_on_their_field(
+    tmp_path: Path, synthetic: str, field: str, message: str
+) -> None:
+    folder = write_elastic_sim(tmp_path / "sim")
+    text = (folder / "all.yaml").read_text()
+    (folder / "all.yaml").write_text(
+        text.replace("    gpuCounts: {1: 0.3, 2: 0.2, 4: 0.2, 8: 0.2, 16: 0.1}", "    " + synthetic)
+    )
+    with pytest.raises(ManifestErrors) as info:
+        load_simulation([str(folder)])
+    errors = [(e.field, e.message) for e in info.value.errors if (e.kind, e.name) == ("Workload", "w")]
+    assert len(errors) == 1, errors
+    assert errors[0][0] == field and message in errors[0][1]
+    assert str(info.value.errors[0].source.file).endswith("all.yaml")
+
+
 def test_finished_jobs_leave_no_cyclic_garbage(tmp_path: Path) -> None:
     """A run frees every finished job by reference counting: the cyclic collector would otherwise walk
     thousands of dead jobs (their views, pods and timers) in a long replay."""

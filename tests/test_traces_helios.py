@@ -87,6 +87,12 @@ def test_state_filter_keeps_the_clock(tmp_path: Path) -> None:
         ("2,u,vc,1,1,1,COMPLETED,10,,,", "expected 12 columns, got 11"),
         (",u,vc,1,1,1,COMPLETED,10,,,,", "job_id: empty"),
         ("1,u,vc,1,1,1,COMPLETED,10,,,,", "job_id: duplicate '1'"),
+        ("2,u,vc,8,1,1099511627776,COMPLETED,10,,,,", "node_num: 1099511627776 is above the maximum 10,000"),
+        ("2,u,vc,9223372036854775808,1,1,COMPLETED,10,,,,", "gpu_num: 9223372036854775808 is above the maximum 256"),
+        (
+            "2,u,vc,8,9223372036854775808,2,COMPLETED,10,,,,",
+            "cpu_num: 9223372036854775808 is above the maximum 2,000,000",
+        ),
     ],
 )
 def test_malformed_job_rows_name_file_and_line(tmp_path: Path, row: str, message: str) -> None:
@@ -224,6 +230,8 @@ def test_gpu_number_file(tmp_path: Path) -> None:
         read_earth_gpu_number(
             write(tmp_path, "date,vcA,vcB\n2020-04-01,8,16\n2020-04-02,8,-1\n", "Earth_gpu_number.csv")
         )
+    with pytest.raises(TraceError, match=r"g\.csv:3: vcA: 9223372036854775808 is above the maximum"):
+        read_earth_gpu_number(write(tmp_path, "date,vcA\n2020-04-01,8\n2020-04-02,9223372036854775808\n", "g.csv"))
     with pytest.raises(TraceError, match=r"g\.csv:3: date: 2020-04-01 repeated"):
         read_earth_gpu_number(write(tmp_path, "date,vcA\n2020-04-01,8\n2020-04-01,8\n", "g.csv"))
 

@@ -166,6 +166,8 @@ def test_node_conversion_takes_a_custom_memory_table_and_rejects_unknown_models(
         ("n0,64000,262144,2,\n", 2, "model: empty for a node with 2 GPUs"),
         ("n0,1,1,0,\nn0,1,1,0,\n", 3, "duplicate node name"),
         (",1,1,0,\n", 2, "sn: empty"),
+        ("n0,1,1,100000,T4\n", 2, "gpu: 100000 is above the maximum 256"),
+        ("n0,1,17592186044416,0,\n", 2, "memory_mib: 17592186044416 is above the maximum"),
     ],
 )
 def test_malformed_node_rows_name_file_and_line(tmp_path: Path, body: str, where: int, message: str) -> None:
@@ -319,6 +321,9 @@ def test_pod_arrays_match_the_records(tmp_path: Path) -> None:
         ("p,1,1,1,1000,A||B,LS,Running,0,1,0", "gpu_spec: 'A||B' has an empty model name"),
         ("p,1,1,0,0,T4,LS,Running,0,1,0", "gpu_spec: 'T4' given for a pod without GPUs"),
         ("p0,1,1,1,1000,,LS,Running,0,1,0", "duplicate pod name 'p0'"),
+        ("p,1,17592186044416,1,1000,,LS,Running,0,1,0", "memory_mib: 17592186044416 is above the maximum 33,554,432"),
+        ("p,10000000000,1,1,1000,,LS,Running,0,1,0", "cpu_milli: 10000000000 is above the maximum 1,000,000,000"),
+        ("p,1,1,1099511627776,1000,,LS,Running,0,1,0", "num_gpu: 1099511627776 is above the maximum 256"),
     ],
 )
 def test_malformed_pod_rows_name_file_and_line(tmp_path: Path, row: str, message: str) -> None:

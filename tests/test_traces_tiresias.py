@@ -75,6 +75,7 @@ def test_only_the_needed_columns_are_required(tmp_path: Path) -> None:
         ("1,1,0,1,vgg,10", "expected 7 columns, got 6"),
         ("0,1,0,1,vgg,10,0", "job_id: duplicate '0'"),
         ("1,1,nan,1,vgg,10,0", "submit_time: 'nan' is not a finite number"),
+        ("1,1099511627776,0,1,vgg,10,0", "num_gpu: 1099511627776 is above the maximum 80,000"),
     ],
 )
 def test_malformed_rows_name_file_and_line(tmp_path: Path, row: str, message: str) -> None:

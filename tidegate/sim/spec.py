@@ -13,8 +13,12 @@ from pydantic import Field, ValidationError, field_validator
 
 from tidegate.fleet.spec import BudgetSpec, ClusterSpec, NodePoolSpec, Spec, bytes_quantity
 from tidegate.model.errors import ManifestError, Source
+from tidegate.model.manifests import MAX_JOB_PODS
+from tidegate.traces.records import GPUS_PER_NODE
 
 API_VERSION = "tidegate.io/v1alpha1"
+#: GPUs one synthetic job may ask: 10,000 pods (a vcjob's most) of 8 GPUs.
+MAX_SYNTHETIC_GPUS = GPUS_PER_NODE * MAX_JOB_PODS
 SIM_KINDS = ("Cluster", "NodePool", "Dataset", "Workload", "Scenario", "Simulation")
 
 
@@ -56,7 +60,8 @@ class SyntheticSpec(Spec):
     start_weekday: Annotated[int, Field(ge=0, le=6)] = 0
     #: Helios sequence CSVs to fit the daily/weekly tide from; empty means a flat rate.
     tide_from: list[str] = Field(default_factory=list)
-    gpu_counts: dict[int, float] | None = None
+    #: Relative weight of each GPU count (GPUs a job; a job above 8 GPUs is a gang of 8-GPU pods).
+    gpu_counts: dict[Annotated[int, Field(ge=1, le=MAX_SYNTHETIC_GPUS)], Annotated[float, Field(ge=0)]] | None = None
     duration_median_seconds: Annotated[float | None, Field(gt=0)] = None
     duration_sigma: Annotated[float | None, Field(gt=0)] = None
     duration_max_seconds: Annotated[float | None, Field(gt=0)] = None

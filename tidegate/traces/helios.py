@@ -30,6 +30,9 @@ import numpy.typing as npt
 
 from tidegate.traces.records import (
     DEFAULT_MEMORY_MIB_PER_GPU,
+    MAX_CPU_MILLI,
+    MAX_GPUS_PER_POD,
+    MAX_PODS_PER_JOB,
     MISSING,
     CsvTable,
     TraceJob,
@@ -39,6 +42,9 @@ from tidegate.traces.records import (
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
 TimeArray = npt.NDArray[np.datetime64]
+
+#: GPUs a VC (or the `total`) may count in a `*_gpu_number.csv`: far above any cluster, far below 64 bits.
+MAX_VC_GPUS = 10**9
 
 JOB_COLUMNS = ("job_id", "user", "vc", "gpu_num", "cpu_num", "node_num", "state", "submit_time")
 
@@ -130,9 +136,12 @@ def read_helios_jobs(
         if job_id in seen:
             raise table.error(line, f"job_id: duplicate {job_id!r}")
         seen.add(job_id)
-        gpus = table.integer(line, row, "gpu_num")
-        cpus = table.integer(line, row, "cpu_num")
-        pods = max(1, table.integer(line, row, "node_num"))
+        pods = max(1, table.integer(line, row, "node_num", maximum=MAX_PODS_PER_JOB, what="pods a job"))
+        gpus = table.integer(
+            line, row, "gpu_num", maximum=pods * MAX_GPUS_PER_POD, what=f"{MAX_GPUS_PER_POD} GPUs a node"
+        )
+        cores = MAX_CPU_MILLI // 1000
+        cpus = table.integer(line, row, "cpu_num", maximum=pods * cores, what=f"{cores:,} cores a node")
         per_pod = -(-gpus // pods)
         jobs.append(
             TraceJob(
@@ -380,10 +389,10 @@ def read_earth_gpu_number(path: str | os.PathLike[str]) -> EarthGpuNumber:
         if day in seen:
             raise table.error(line, f"date: {day.date()} repeated")
         seen.add(day)
-        counts = [table.integer(line, row, table.header[i]) for i in vc_cols]
+        counts = [table.integer(line, row, table.header[i], maximum=MAX_VC_GPUS) for i in vc_cols]
         days.append(day)
         matrix.append(counts)
-        totals.append(table.integer(line, row, "total") if table.has("total") else sum(counts))
+        totals.append(table.integer(line, row, "total", maximum=MAX_VC_GPUS) if table.has("total") else sum(counts))
     dates: TimeArray = np.array(days, dtype="datetime64[D]")
     gpus: IntArray = np.array(matrix, dtype=np.int64).reshape(len(matrix), len(vcs))
     total: IntArray = np.array(totals, dtype=np.int64)

@@ -42,7 +42,14 @@ from tidegate.model.objects import (
     Pod,
 )
 from tidegate.model.resources import CPU, GPU_MEMORY, GPU_MILLI, GPU_NUMBER, MEMORY, NVIDIA_GPU, Resources
-from tidegate.traces.records import CsvTable, TraceJob, check_gpu_shape
+from tidegate.traces.records import (
+    MAX_CPU_MILLI,
+    MAX_GPUS_PER_POD,
+    MAX_MEMORY_MIB,
+    CsvTable,
+    TraceJob,
+    check_gpu_shape,
+)
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
@@ -148,15 +155,15 @@ def read_openb_nodes(path: str | os.PathLike[str]) -> list[OpenbNode]:
         if sn in seen:
             raise table.error(line, f"sn: duplicate node name {sn!r}")
         seen.add(sn)
-        gpu = table.integer(line, row, "gpu")
+        gpu = table.integer(line, row, "gpu", maximum=MAX_GPUS_PER_POD, what="GPUs a node")
         model = table.text(row, "model")
         if gpu > 0 and not model:
             raise table.error(line, f"model: empty for a node with {gpu} GPUs")
         nodes.append(
             OpenbNode(
                 sn=sn,
-                cpu_milli=table.integer(line, row, "cpu_milli"),
-                memory_mib=table.integer(line, row, "memory_mib"),
+                cpu_milli=table.integer(line, row, "cpu_milli", maximum=MAX_CPU_MILLI, what="a million cores"),
+                memory_mib=table.integer(line, row, "memory_mib", maximum=MAX_MEMORY_MIB, what="32 TiB"),
                 gpu=gpu,
                 model=model,
             )
@@ -254,6 +261,12 @@ def _clean_pod_columns(table: CsvTable) -> _PodColumns | None:
         return None
     if not all(names) or len(set(names)) < count or min(cpu_milli, default=0) < 0 or min(memory_mib, default=0) < 0:
         return None
+    if (
+        max(cpu_milli, default=0) > MAX_CPU_MILLI
+        or max(memory_mib, default=0) > MAX_MEMORY_MIB
+        or max(num_gpu, default=0) > MAX_GPUS_PER_POD
+    ):
+        return None
     gpu_spec: list[tuple[str, ...]] = (
         [specs[cell] for cell in cells["gpu_spec"]] if "gpu_spec" in cells else [()] * count
     )
@@ -302,7 +315,7 @@ def _checked_pod_columns(table: CsvTable) -> _PodColumns:
         if name in seen:
             raise table.error(line, f"name: duplicate pod name {name!r}")
         seen.add(name)
-        num_gpu = table.integer(line, row, "num_gpu")
+        num_gpu = table.integer(line, row, "num_gpu", maximum=MAX_GPUS_PER_POD, what="GPUs a pod")
         gpu_milli = table.integer(line, row, "gpu_milli")
         spec: tuple[str, ...] = ()
         try:
@@ -322,8 +335,8 @@ def _checked_pod_columns(table: CsvTable) -> _PodColumns:
         if creation is not None and scheduled is not None and scheduled < creation:
             raise table.error(line, f"scheduled_time: {scheduled:g} is before creation_time {creation:g}")
         cols.names.append(name)
-        cols.cpu_milli.append(table.integer(line, row, "cpu_milli"))
-        cols.memory_mib.append(table.integer(line, row, "memory_mib"))
+        cols.cpu_milli.append(table.integer(line, row, "cpu_milli", maximum=MAX_CPU_MILLI, what="a million cores"))
+        cols.memory_mib.append(table.integer(line, row, "memory_mib", maximum=MAX_MEMORY_MIB, what="32 TiB"))
         cols.num_gpu.append(num_gpu)
         cols.gpu_milli.append(gpu_milli)
         cols.gpu_spec.append(spec)

@@ -25,6 +25,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from tidegate.model.manifests import MAX_GPU_CARDS, MAX_JOB_PODS
+
 #: GPUs per server when a trace gives a gang size in GPUs only: gangs above this are split into pods.
 GPUS_PER_NODE = 8
 #: CPU each GPU comes with when a trace records no CPU request (milli-cores).
@@ -34,6 +36,16 @@ DEFAULT_CPU_MILLI_PER_GPU = 4000
 #: Memory each GPU comes with when a trace records no memory request (MiB); 16 GiB a card fits every
 #: openb GPU node type (the tightest has 30 GiB a card).
 DEFAULT_MEMORY_MIB_PER_GPU = 16384
+
+#: Bounds on what a trace may ask, so that a typo or a hostile file is an error naming its cell rather than
+#: billions of pods built, or a count that overflows the scheduler's 64-bit resource columns.
+#: Pods one job may have (a vcjob's bound) and GPU cards one pod or node may have (a node's bound).
+MAX_PODS_PER_JOB = MAX_JOB_PODS
+MAX_GPUS_PER_POD = MAX_GPU_CARDS
+#: CPU of one pod or node: a million cores.
+MAX_CPU_MILLI = 10**9
+#: Memory of one pod or node: 32 TiB (10,000 such pods still fit a 64-bit count of bytes many times over).
+MAX_MEMORY_MIB = 2**25
 
 #: Cells that mean "no value" in optional numeric columns (pandas writes NaN, Slurm exports None).
 MISSING = frozenset({"", "nan", "NaN", "NAN", "None", "none", "NaT", "null", "NULL"})
@@ -233,15 +245,21 @@ class CsvTable:
     def text(self, row: list[str], column: str) -> str:
         return row[self.col[column]].strip()
 
-    def integer(self, line: int, row: list[str], column: str, minimum: int = 0) -> int:
+    def integer(
+        self, line: int, row: list[str], column: str, minimum: int = 0, maximum: int | None = None, what: str = ""
+    ) -> int:
+        """The cell as an integer in minimum..maximum; `what` says what the maximum bounds ("GPUs a pod")."""
         cell = row[self.col[column]].strip()
         try:
             value = int(cell)
         except ValueError:
             raise TraceError(self.path, line, f"{column}: {cell!r} is not an integer") from None
         if value < minimum:
-            what = "negative" if minimum == 0 else f"below {minimum}"
-            raise TraceError(self.path, line, f"{column}: {value} is {what}")
+            below = "negative" if minimum == 0 else f"below {minimum}"
+            raise TraceError(self.path, line, f"{column}: {value} is {below}")
+        if maximum is not None and value > maximum:
+            bound = f" ({what})" if what else ""
+            raise TraceError(self.path, line, f"{column}: {value} is above the maximum {maximum:,}{bound}")
         return value
 
     def number(self, line: int, row: list[str], column: str, minimum: float | None = 0.0) -> float:

@@ -32,6 +32,7 @@ from tidegate.traces.records import (
     DEFAULT_CPU_MILLI_PER_GPU,
     DEFAULT_MEMORY_MIB_PER_GPU,
     GPUS_PER_NODE,
+    MAX_PODS_PER_JOB,
     TraceJob,
     split_gang,
 )
@@ -287,9 +288,14 @@ class SyntheticWorkload:
             raise ValueError("queues: at least one queue is needed")
         if len({queue.name for queue in self.queues}) != len(self.queues):
             raise ValueError("queues: repeated queue name")
-        counts, _ = _probabilities(self.gpu_counts, "gpu_counts")
-        if (counts < 1).any():
-            raise ValueError("gpu_counts: GPU counts must be >= 1")
+        if self.gpus_per_node < 1:
+            raise ValueError(f"gpus_per_node: {self.gpus_per_node} is below 1")
+        largest = self.gpus_per_node * MAX_PODS_PER_JOB
+        for count, _ in self.gpu_counts:
+            if not 1 <= count <= largest:
+                pods = f"{MAX_PODS_PER_JOB:,} pods of {self.gpus_per_node}"
+                raise ValueError(f"gpu_counts: {count} GPUs is outside 1..{largest:,} ({pods})")
+        _probabilities(self.gpu_counts, "gpu_counts")
         millis, _ = _probabilities(self.shared_gpu_milli, "shared_gpu_milli")
         if ((millis < 1) | (millis > 999)).any():
             raise ValueError("shared_gpu_milli: slices must be 1..999 thousandths of a card")
@@ -299,8 +305,6 @@ class SyntheticWorkload:
             raise ValueError("duration: median must be > 0 and sigma >= 0")
         if not 0 <= self.duration_min_s <= self.duration_max_s < math.inf:
             raise ValueError("duration: need 0 <= duration_min_s <= duration_max_s < inf")
-        if self.gpus_per_node < 1:
-            raise ValueError(f"gpus_per_node: {self.gpus_per_node} is below 1")
         if self.cpu_milli_per_gpu < 0 or self.memory_mib_per_gpu < 0:
             raise ValueError("cpu_milli_per_gpu and memory_mib_per_gpu must be >= 0")
 

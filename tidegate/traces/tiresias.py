@@ -16,6 +16,7 @@ from tidegate.traces.records import (
     DEFAULT_CPU_MILLI_PER_GPU,
     DEFAULT_MEMORY_MIB_PER_GPU,
     GPUS_PER_NODE,
+    MAX_PODS_PER_JOB,
     CsvTable,
     TraceJob,
     split_gang,
@@ -34,7 +35,7 @@ def read_tiresias(
     """Read a Tiresias job CSV into whole-card gang jobs, in file order, with queue and user "".
 
     Raises TraceError (file:line) for a missing column, wrong column count, a non-numeric or negative
-    value, num_gpu below 1, or a duplicate job_id.
+    value, num_gpu below 1 or above 10,000 servers' GPUs, or a duplicate job_id.
     """
     table = CsvTable(path, TIRESIAS_COLUMNS)
     has_model = table.has("model_name")
@@ -47,7 +48,14 @@ def read_tiresias(
         if job_id in seen:
             raise table.error(line, f"job_id: duplicate {job_id!r}")
         seen.add(job_id)
-        gpus = table.integer(line, row, "num_gpu", minimum=1)
+        gpus = table.integer(
+            line,
+            row,
+            "num_gpu",
+            minimum=1,
+            maximum=gpus_per_node * MAX_PODS_PER_JOB,
+            what=f"{MAX_PODS_PER_JOB:,} pods of {gpus_per_node} GPUs",
+        )
         pods, per_pod = split_gang(gpus, gpus_per_node)
         jobs.append(
             TraceJob(
