@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import random
+import signal
 from pathlib import Path
 
 import pytest
@@ -281,6 +283,29 @@ def test_bad_synthetic_settings_are_errors_on_their_field(
     assert len(errors) == 1, errors
     assert errors[0][0] == field and message in errors[0][1]
     assert str(info.value.errors[0].source.file).endswith("all.yaml")
+
+
+def test_a_run_whose_next_event_is_beyond_float_precision_still_ends(tmp_path: Path) -> None:
+    """Near 1e308, now + 6 h == now: stepping 6 h at a time never moved the clock (the readers now refuse
+    such times, but the engine must not hang on whatever reaches it)."""
+    inp = load_simulation([str(write_sim(tmp_path / "sim", TWO_JOBS, ["idc-only"]))])
+    sim, _ = build_simulation(inp, "s", "idc-only")
+    first = sim.jobs[0]
+    first.record = dataclasses.replace(first.record, duration_s=1e308)
+
+    def timeout(*_: object) -> None:
+        raise TimeoutError("the run did not end")
+
+    previous = signal.signal(signal.SIGALRM, timeout)
+    signal.alarm(30)
+    try:
+        sim.run()
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+    outcome = sim.outcome()
+    assert [job.finished for job in outcome.jobs] == [1e308, 1e308]
+    assert outcome.end == 1e308 and not outcome.warnings
 
 
 def test_finished_jobs_leave_no_cyclic_garbage(tmp_path: Path) -> None:

@@ -235,8 +235,8 @@ class Simulation:
         step = 6 * 3600.0
         seen, since = self._state(), clock.now()
         with _heap_frozen():
-            while clock.peek() is not None and clock.now() < horizon and not self.done:
-                clock.run(until=min(clock.now() + step, horizon))
+            while (upcoming := clock.peek()) is not None and clock.now() < horizon and not self.done:
+                clock.run(until=self._step_end(upcoming, step, horizon, since))
                 if self.on_progress:
                     self.on_progress(clock.now())
                 state = self._state()
@@ -250,6 +250,25 @@ class Simulation:
                     )
                     break
         self.end = min(clock.now(), self.last_change)
+
+    def _step_end(self, upcoming: float, step: float, horizon: float, since: float) -> float:
+        """Where the run's next step ends: `step` seconds on, or, when no event comes before then, the last
+        step end on the same grid before the next event (`upcoming`) or before the stall check could stop
+        the run, whichever is first. The steps skipped would run no event and change nothing, so the run
+        decides the same; the jump keeps a run whose next event is years away from stepping there 6 h at a
+        time, and one near the largest float, where now + step == now, from never moving."""
+        now = self.clock.now()
+        end = min(now + step, horizon)
+        if upcoming <= end:
+            return end
+        steps = math.floor((upcoming - now) / step)  # step ends at or before the next event
+        if not self.running and not any(p.provisioning for p in self.pools.values()):
+            # the first step end at which `_stuck` could hold, as the steps one by one would find it
+            scripted = max(self._last_arrival, self._scripted_until)
+            after_script = math.floor((scripted - now) / step) + 1 if math.isfinite(scripted) else 1
+            steps = min(steps, max(math.ceil((since + self._stall_seconds - now) / step), after_script, 1))
+        end = min(now + max(steps, 1) * step, horizon)
+        return end if end > now else min(upcoming, horizon)
 
     def _state(self) -> tuple[int, ...]:
         """What a stuck run leaves unchanged: jobs finished, waiting and running, and each pool's nodes."""
