@@ -93,6 +93,11 @@ def test_state_filter_keeps_the_clock(tmp_path: Path) -> None:
             "2,u,vc,8,9223372036854775808,2,COMPLETED,10,,,,",
             "cpu_num: 9223372036854775808 is above the maximum 2,000,000",
         ),
+        ("2,u,vc,1,1,1,COMPLETED,-5,,,,", "submit_time: -5 is negative"),
+        ("2,u,vc,1,1,1,COMPLETED,1e308,,,,", "submit_time: more than 100 years after the file's first submit_time"),
+        ("2,u,vc,1,1,1,COMPLETED,10,,,1e308,", r"duration: 1e\+308 is above the maximum"),
+        ("2,u,vc,1,1,1,COMPLETED,10,10,1e308,,", "end_time: more than 100 years after start_time"),
+        ("2,u,vc,1,1,1,COMPLETED,10,,,,1e308", r"queue: 1e\+308 is above the maximum"),
     ],
 )
 def test_malformed_job_rows_name_file_and_line(tmp_path: Path, row: str, message: str) -> None:

@@ -324,6 +324,8 @@ def test_pod_arrays_match_the_records(tmp_path: Path) -> None:
         ("p,1,17592186044416,1,1000,,LS,Running,0,1,0", "memory_mib: 17592186044416 is above the maximum 33,554,432"),
         ("p,10000000000,1,1,1000,,LS,Running,0,1,0", "cpu_milli: 10000000000 is above the maximum 1,000,000,000"),
         ("p,1,1,1099511627776,1000,,LS,Running,0,1,0", "num_gpu: 1099511627776 is above the maximum 256"),
+        ("p,1,1,1,1000,,LS,Running,0,1e308,0", r"deletion_time: 1e\+308 is above the maximum"),
+        ("p,1,1,1,1000,,LS,Running,1e308,,", r"creation_time: 1e\+308 is above the maximum"),
     ],
 )
 def test_malformed_pod_rows_name_file_and_line(tmp_path: Path, row: str, message: str) -> None:

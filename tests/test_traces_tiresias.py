@@ -76,6 +76,8 @@ def test_only_the_needed_columns_are_required(tmp_path: Path) -> None:
         ("0,1,0,1,vgg,10,0", "job_id: duplicate '0'"),
         ("1,1,nan,1,vgg,10,0", "submit_time: 'nan' is not a finite number"),
         ("1,1099511627776,0,1,vgg,10,0", "num_gpu: 1099511627776 is above the maximum 80,000"),
+        ("1,1,1e308,1,vgg,10,0", r"submit_time: 1e\+308 is above the maximum 3.15576e\+09 \(100 years in seconds\)"),
+        ("1,1,0,1,vgg,1e308,0", r"duration: 1e\+308 is above the maximum"),
     ],
 )
 def test_malformed_rows_name_file_and_line(tmp_path: Path, row: str, message: str) -> None:

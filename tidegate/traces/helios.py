@@ -33,6 +33,7 @@ from tidegate.traces.records import (
     MAX_CPU_MILLI,
     MAX_GPUS_PER_POD,
     MAX_PODS_PER_JOB,
+    MAX_TIME_S,
     MISSING,
     CsvTable,
     TraceJob,
@@ -74,6 +75,8 @@ def _parse_time(table: CsvTable, line: int, row: list[str], column: str, kinds: 
         kind = "datetime"
     if not math.isfinite(value):
         raise table.error(line, f"{column}: {cell!r} is not a finite time")
+    if kind == "seconds" and value < 0:
+        raise table.error(line, f"{column}: {value:g} is negative")
     kinds.add(kind)
     if len(kinds) > 1:
         raise table.error(line, f"{column}: {cell!r} mixes plain seconds and datetimes in one file")
@@ -109,21 +112,28 @@ def read_helios_jobs(
             raise table.error(line, "submit_time: empty")
         start = _parse_time(table, line, row, "start_time", kinds)
         end = _parse_time(table, line, row, "end_time", kinds)
-        duration = table.optional_number(line, row, "duration")
+        duration = table.optional_number(line, row, "duration", maximum=MAX_TIME_S)
         if duration is None:
             if start is not None and end is not None:
                 if end < start:
                     raise table.error(line, "end_time: before start_time")
                 duration = end - start
+                if duration > MAX_TIME_S:
+                    raise table.error(line, "end_time: more than 100 years after start_time")
             else:
                 duration = 0.0
-        wait = table.optional_number(line, row, "queue")
+        wait = table.optional_number(line, row, "queue", maximum=MAX_TIME_S)
         if wait is None and start is not None:
             if start < submit:
                 raise table.error(line, "start_time: before submit_time")
             wait = start - submit
+            if wait > MAX_TIME_S:
+                raise table.error(line, "start_time: more than 100 years after submit_time")
         parsed.append((line, row, submit, duration, wait))
     origin = min((submit for _, _, submit, _, _ in parsed), default=0.0)
+    for line, _, submit, _, _ in parsed:
+        if submit - origin > MAX_TIME_S:
+            raise table.error(line, "submit_time: more than 100 years after the file's first submit_time")
     jobs: list[TraceJob] = []
     seen: set[str] = set()
     for line, row, submit, duration, wait in parsed:

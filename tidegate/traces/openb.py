@@ -46,6 +46,7 @@ from tidegate.traces.records import (
     MAX_CPU_MILLI,
     MAX_GPUS_PER_POD,
     MAX_MEMORY_MIB,
+    MAX_TIME_S,
     CsvTable,
     TraceJob,
     check_gpu_shape,
@@ -299,6 +300,8 @@ def _clean_times(cells: Sequence[str] | None, count: int) -> list[float | None]:
         times = [value for value in values if value is not None]
     if min(times, default=0.0) < 0.0 or not math.isfinite(sum(times)):  # a NaN or an infinity makes the sum one
         raise ValueError("not only plain times")
+    if max(times, default=0.0) > MAX_TIME_S:
+        raise ValueError("a time too far off")
     return values
 
 
@@ -327,9 +330,9 @@ def _checked_pod_columns(table: CsvTable) -> _PodColumns:
             raise table.error(line, str(exc)) from None
         if spec and num_gpu == 0:
             raise table.error(line, f"gpu_spec: {cell!r} given for a pod without GPUs")
-        creation = table.optional_number(line, row, "creation_time")
-        deletion = table.optional_number(line, row, "deletion_time")
-        scheduled = table.optional_number(line, row, "scheduled_time")
+        creation = table.optional_number(line, row, "creation_time", maximum=MAX_TIME_S)
+        deletion = table.optional_number(line, row, "deletion_time", maximum=MAX_TIME_S)
+        scheduled = table.optional_number(line, row, "scheduled_time", maximum=MAX_TIME_S)
         if creation is not None and deletion is not None and deletion < creation:
             raise table.error(line, f"deletion_time: {deletion:g} is before creation_time {creation:g}")
         if creation is not None and scheduled is not None and scheduled < creation:

@@ -47,6 +47,10 @@ MAX_CPU_MILLI = 10**9
 #: Memory of one pod or node: 32 TiB (10,000 such pods still fit a 64-bit count of bytes many times over).
 MAX_MEMORY_MIB = 2**25
 
+#: Times and durations a trace may give, in seconds: 100 years. A run steps through simulated time, so a
+#: job submitted or running for longer (a unit mistaken, a corrupt cell) would keep it going for ever.
+MAX_TIME_S = 100 * 365.25 * 86400
+
 #: Cells that mean "no value" in optional numeric columns (pandas writes NaN, Slurm exports None).
 MISSING = frozenset({"", "nan", "NaN", "NAN", "None", "none", "NaT", "null", "NULL"})
 
@@ -262,7 +266,9 @@ class CsvTable:
             raise TraceError(self.path, line, f"{column}: {value} is above the maximum {maximum:,}{bound}")
         return value
 
-    def number(self, line: int, row: list[str], column: str, minimum: float | None = 0.0) -> float:
+    def number(
+        self, line: int, row: list[str], column: str, minimum: float | None = 0.0, maximum: float | None = None
+    ) -> float:
         cell = row[self.col[column]].strip()
         try:
             value = float(cell)
@@ -273,10 +279,20 @@ class CsvTable:
         if minimum is not None and value < minimum:
             what = "negative" if minimum == 0 else f"below {minimum:g}"
             raise TraceError(self.path, line, f"{column}: {value:g} is {what}")
+        if maximum is not None and value > maximum:
+            raise TraceError(self.path, line, f"{column}: {value:g} is above the maximum {maximum:g}{_unit(maximum)}")
         return value
 
-    def optional_number(self, line: int, row: list[str], column: str) -> float | None:
-        """A number >= 0, or None when the column is absent or the cell is empty/NaN."""
+    def time(self, line: int, row: list[str], column: str) -> float:
+        """Seconds, 0..MAX_TIME_S (100 years)."""
+        return self.number(line, row, column, maximum=MAX_TIME_S)
+
+    def optional_number(self, line: int, row: list[str], column: str, maximum: float | None = None) -> float | None:
+        """A number >= 0 (and <= maximum), or None when the column is absent or the cell is empty/NaN."""
         if column not in self.col or row[self.col[column]].strip() in MISSING:
             return None
-        return self.number(line, row, column)
+        return self.number(line, row, column, maximum=maximum)
+
+
+def _unit(maximum: float) -> str:
+    return " (100 years in seconds)" if maximum == MAX_TIME_S else ""

@@ -67,8 +67,8 @@ def read_tiresias(
                 pods=pods,
                 cpu_milli=cpu_milli_per_gpu * per_pod,
                 memory_mib=memory_mib_per_gpu * per_pod,
-                submit_s=table.number(line, row, "submit_time"),
-                duration_s=table.number(line, row, "duration"),
+                submit_s=table.time(line, row, "submit_time"),
+                duration_s=table.time(line, row, "duration"),
                 model_name=table.text(row, "model_name") if has_model else "",
             )
         )
