@@ -278,6 +278,8 @@ def _clean_pod_columns(table: CsvTable) -> _PodColumns | None:
             (deleted is not None and deleted < created) or (started is not None and started < created)
         ):
             return None
+        if deleted is not None and started is not None and started > deleted:
+            return None
     qos, pod_phase = (
         [cell.strip() for cell in cells[column]] if column in cells else [""] * count for column in ("qos", "pod_phase")
     )
@@ -337,6 +339,8 @@ def _checked_pod_columns(table: CsvTable) -> _PodColumns:
             raise table.error(line, f"deletion_time: {deletion:g} is before creation_time {creation:g}")
         if creation is not None and scheduled is not None and scheduled < creation:
             raise table.error(line, f"scheduled_time: {scheduled:g} is before creation_time {creation:g}")
+        if deletion is not None and scheduled is not None and scheduled > deletion:
+            raise table.error(line, f"scheduled_time: {scheduled:g} is after deletion_time {deletion:g}")
         cols.names.append(name)
         cols.cpu_milli.append(table.integer(line, row, "cpu_milli", maximum=MAX_CPU_MILLI, what="a million cores"))
         cols.memory_mib.append(table.integer(line, row, "memory_mib", maximum=MAX_MEMORY_MIB, what="32 TiB"))
@@ -355,7 +359,7 @@ def read_openb_pods(path: str | os.PathLike[str]) -> list[OpenbPod]:
     """Read an openb pod list (full or five-column variant); raise TraceError (file:line) on a
     malformed row: wrong column count, non-integer or negative value, gpu_milli outside 0..1000,
     a GPU shape breaking the convention (num_gpu > 1 needs gpu_milli 1000, num_gpu 0 needs 0),
-    duplicate names, or times out of order."""
+    duplicate names, or times out of order (creation <= scheduled <= deletion, whichever are given)."""
     cols = _read_pod_columns(path)
     return [
         OpenbPod(
