@@ -308,6 +308,43 @@ def test_a_run_whose_next_event_is_beyond_float_precision_still_ends(tmp_path: P
     assert outcome.end == 1e308 and not outcome.warnings
 
 
+OPENB_HEADER = (
+    "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time,scheduled_time\n"
+)
+
+
+def _openb_sim(tmp_path: Path, pods: str) -> Path:
+    folder = write_sim(tmp_path / "sim", TWO_JOBS, ["idc-only"])
+    (folder / "pods.csv").write_text(OPENB_HEADER + pods)
+    workload = (folder / "workload.yaml").read_text()
+    (folder / "workload.yaml").write_text(
+        workload.replace("source: helios", "source: openb").replace("jobs.csv", "pods.csv")
+    )
+    return folder
+
+
+def test_openb_pods_without_both_times_are_counted_in_the_run_warnings(tmp_path: Path) -> None:
+    folder = _openb_sim(tmp_path, "p0,1000,1024,1,1000,,LS,Running,0,100,0\np1,1000,1024,1,1000,,LS,Running,5,,\n")
+    (result,) = run_simulation(load_simulation([str(folder)]))
+    assert [job.name for job in result.simulation.jobs] == ["p0"]
+    assert result.summary["warnings"] == [
+        "pods.csv: 1 of 2 pods skipped: without both creation_time and deletion_time a pod cannot be replayed"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("pods", "why"),
+    [
+        ("", ""),
+        ("p1,1000,1024,1,1000,,LS,Running,nan,,\n", r" \(pods.csv: 1 of 1 pods skipped"),
+    ],
+)
+def test_a_workload_with_no_job_is_an_error_naming_its_file(tmp_path: Path, pods: str, why: str) -> None:
+    folder = _openb_sim(tmp_path, pods)
+    with pytest.raises(ValueError, match=r"pods.csv: Workload w: no job to replay" + why):
+        run_simulation(load_simulation([str(folder)]), workers=1)
+
+
 def test_finished_jobs_leave_no_cyclic_garbage(tmp_path: Path) -> None:
     """A run frees every finished job by reference counting: the cyclic collector would otherwise walk
     thousands of dead jobs (their views, pods and timers) in a long replay."""

@@ -29,7 +29,7 @@ from tidegate.sim.link import GBPS
 from tidegate.sim.loader import SimulationInput
 from tidegate.sim.spec import ScenarioSpec, SimulationSpec
 from tidegate.sim.spot import Interruptions
-from tidegate.sim.workload import SimJob, sim_jobs, trace_jobs
+from tidegate.sim.workload import SimJob, sim_jobs, workload_records
 
 MONTH_S = 30 * 86400.0
 WORKLOAD_RESOURCES = (CPU, MEMORY, NVIDIA_GPU, GPU_MILLI, GPU_MEMORY, GPU_NUMBER)
@@ -219,7 +219,9 @@ def build_simulation(
     # The readers keep nearly every object they make: a collection pass would free next to nothing, yet the
     # tens of thousands of new objects set one off (~30 ms of the openb replay's first run in a process).
     with cyclic_gc_paused():
-        records = trace_jobs(workload)
+        records, warnings = workload_records(workload)
+        if not records:
+            raise ValueError(_no_jobs(inp, spec.workload, warnings))
         jobs: list[SimJob] = sim_jobs(workload, records)
     horizon = max((r.submit_s for r in records), default=0.0)
     scenario = inp.scenarios[scenario_name]
@@ -233,7 +235,17 @@ def build_simulation(
     sim = Simulation(
         scenario_name, core, queues, pools, hpas, jobs, scenario, spec, progress, interruptions, policy, data, clock
     )
+    sim.warnings[:0] = warnings
     return sim, horizon
+
+
+def _no_jobs(inp: SimulationInput, name: str, warnings: list[str]) -> str:
+    """Why a workload has nothing to replay, naming its file (the trace, or the manifest of a synthetic one)."""
+    workload = inp.workloads[name]
+    source = inp.sources.get(("Workload", name))
+    where = workload.path if workload.source != "synthetic" else (source.file if source else "")
+    why = f" ({'; '.join(warnings)})" if warnings else ""
+    return f"{where}: Workload {name}: no job to replay{why}"
 
 
 def _spec(inp: SimulationInput, name: str | None) -> tuple[str, SimulationSpec]:

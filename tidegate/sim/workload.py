@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cache
 from operator import attrgetter
+from pathlib import Path
 
 import numpy as np
 
@@ -29,7 +30,7 @@ from tidegate.model.resources import CPU, GPU_MILLI, MEMORY, NVIDIA_GPU, Resourc
 from tidegate.sim.datasets import DATASET_ANNOTATION, assign_datasets
 from tidegate.sim.spec import WorkloadSpec
 from tidegate.traces.helios import read_helios_jobs
-from tidegate.traces.openb import read_openb_jobs
+from tidegate.traces.openb import read_openb_jobs_counted
 from tidegate.traces.records import TraceJob
 from tidegate.traces.synthetic import (
     QueueShare,
@@ -107,8 +108,20 @@ def _shifted(tide: TideProfile, hours: float) -> TideProfile:
 
 def trace_jobs(spec: WorkloadSpec) -> list[TraceJob]:
     """The workload's job records, sorted by submit time (queues still as the source names them)."""
+    return workload_records(spec)[0]
+
+
+def workload_records(spec: WorkloadSpec) -> tuple[list[TraceJob], list[str]]:
+    """`trace_jobs` and warnings about what the trace held but the workload leaves out (openb pods
+    without both times)."""
+    warnings: list[str] = []
     if spec.source == "openb":
-        jobs = read_openb_jobs(spec.path)
+        jobs, skipped = read_openb_jobs_counted(spec.path)
+        if skipped:
+            warnings.append(
+                f"{Path(spec.path).name}: {skipped:,} of {skipped + len(jobs):,} pods skipped: without both "
+                "creation_time and deletion_time a pod cannot be replayed"
+            )
     elif spec.source == "tiresias":
         jobs = read_tiresias(spec.path)
     elif spec.source == "helios":
@@ -116,7 +129,7 @@ def trace_jobs(spec: WorkloadSpec) -> list[TraceJob]:
     else:
         jobs = _synthetic(spec)
     jobs.sort(key=attrgetter("submit_s", "job_id"))
-    return jobs[: spec.limit] if spec.limit else jobs
+    return (jobs[: spec.limit] if spec.limit else jobs), warnings
 
 
 def _synthetic(spec: WorkloadSpec) -> list[TraceJob]:

@@ -476,8 +476,13 @@ def openb_pods_to_jobs(pods: Iterable[OpenbPod]) -> list[TraceJob]:
 def read_openb_jobs(path: str | os.PathLike[str]) -> list[TraceJob]:
     """`openb_pods_to_jobs(read_openb_pods(path))` without an `OpenbPod` per row in between (what the
     simulator replays)."""
+    return read_openb_jobs_counted(path)[0]
+
+
+def read_openb_jobs_counted(path: str | os.PathLike[str]) -> tuple[list[TraceJob], int]:
+    """`read_openb_jobs` and the number of pods it skipped (those lacking creation_time or deletion_time)."""
     cols = _read_pod_columns(path)
-    return _pod_jobs(
+    jobs = _pod_jobs(
         zip(
             cols.names,
             cols.cpu_milli,
@@ -493,6 +498,7 @@ def read_openb_jobs(path: str | os.PathLike[str]) -> list[TraceJob]:
             strict=True,
         )
     )
+    return jobs, len(cols.names) - len(jobs)
 
 
 def _pod_jobs(pods: Iterable[PodFields]) -> list[TraceJob]:
