@@ -267,6 +267,12 @@ def test_a_pool_too_large_to_hold_in_memory_is_an_error_on_its_field(tmp_path: P
             "less than or equal to 80000",
         ),
         ("gpuCounts: {1180591620717411303424: 1}", "spec.synthetic.gpuCounts.1180591620717411303424.[key]", "80000"),
+        ("gpuCounts: {0: 1}", "spec.synthetic.gpuCounts.0.[key]", "greater than or equal to 1"),
+        ("gpuCounts: {1: 0}", "spec.synthetic.gpuCounts", "at least one GPU count of weight > 0"),
+        ("{seed: -1}", "spec.synthetic.seed", "greater than or equal to 0"),
+        ("{durationMaxSeconds: 0.5}", "spec.synthetic.durationMaxSeconds", "greater than or equal to 1"),
+        ("{jobsPerDay: 1000000000}", "spec.synthetic.jobsPerDay", "is 2,000,000,000 jobs; at most 10,000,000"),
+        ("{days: 1e9}", "spec.synthetic.days", "less than or equal to 36525"),
     ],
 )
 def test_bad_synthetic_settings_are_errors_on_their_field(
@@ -274,9 +280,15 @@ def test_bad_synthetic_settings_are_errors_on_their_field(
 ) -> None:
     folder = write_elastic_sim(tmp_path / "sim")
     text = (folder / "all.yaml").read_text()
-    (folder / "all.yaml").write_text(
-        text.replace("    gpuCounts: {1: 0.3, 2: 0.2, 4: 0.2, 8: 0.2, 16: 0.1}", "    " + synthetic)
-    )
+    if synthetic.startswith("{"):  # a key of its own, on top of the example's
+        key, value = synthetic.strip("{}").split(": ")
+        text = text.replace("    seed: 7\n", "    seed: 7\n" if key == "seed" else f"    seed: 7\n    {key}: {value}\n")
+        text = text.replace("    seed: 7\n", f"    seed: {value}\n") if key == "seed" else text
+        text = text.replace("    jobsPerDay: 120\n", "") if key == "jobsPerDay" else text
+        text = text.replace("    days: 2\n", "") if key == "days" else text
+    else:
+        text = text.replace("    gpuCounts: {1: 0.3, 2: 0.2, 4: 0.2, 8: 0.2, 16: 0.1}", "    " + synthetic)
+    (folder / "all.yaml").write_text(text)
     with pytest.raises(ManifestErrors) as info:
         load_simulation([str(folder)])
     errors = [(e.field, e.message) for e in info.value.errors if (e.kind, e.name) == ("Workload", "w")]

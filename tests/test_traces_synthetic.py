@@ -18,6 +18,7 @@ from tidegate.traces import (
     QueueShare,
     SyntheticWorkload,
     TideProfile,
+    TraceError,
     expected_jobs,
     generate,
     read_helios_sequence,
@@ -87,6 +88,13 @@ def test_tide_from_a_hand_written_sequence(tmp_path: Path) -> None:
         tide_from_helios(path, exclude_dates=[date(2020, 5, 4)])
     with pytest.raises(ValueError, match="no sequence files"):
         tide_from_helios([])
+
+
+def test_a_sequence_without_the_signal_column_is_an_error_naming_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "vcX_sequence.csv"
+    path.write_text("time,running_job_num\n2020-05-04 00:00:00,1\n2020-05-04 00:01:00,2\n")
+    with pytest.raises(TraceError, match=r"^vcX_sequence.csv:1: the arrivals signal needs .*total_gpujob_num"):
+        tide_from_helios(path)
 
 
 @pytest.fixture(scope="module")

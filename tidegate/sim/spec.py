@@ -9,14 +9,16 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, ValidationError, field_validator
+from pydantic import Field, ValidationError, ValidationInfo, field_validator
 
 from tidegate.fleet.spec import BudgetSpec, ClusterSpec, NodePoolSpec, Spec, bytes_quantity
 from tidegate.model.errors import ManifestError, Source
 from tidegate.model.manifests import MAX_JOB_PODS
-from tidegate.traces.records import GPUS_PER_NODE
+from tidegate.traces.records import GPUS_PER_NODE, MAX_TIME_S
 
 API_VERSION = "tidegate.io/v1alpha1"
+#: Jobs a synthetic workload may draw (days x jobsPerDay): each is built and kept in memory.
+MAX_SYNTHETIC_JOBS = 10_000_000
 #: GPUs one synthetic job may ask: 10,000 pods (a vcjob's most) of 8 GPUs.
 MAX_SYNTHETIC_GPUS = GPUS_PER_NODE * MAX_JOB_PODS
 SIM_KINDS = ("Cluster", "NodePool", "Dataset", "Workload", "Scenario", "Simulation")
@@ -54,17 +56,39 @@ class QueueMix(Spec):
 
 
 class SyntheticSpec(Spec):
-    days: Annotated[float, Field(gt=0)] = 30.0
-    jobs_per_day: Annotated[float, Field(gt=0)] = 1000.0
-    seed: int = 0
+    days: Annotated[float, Field(gt=0, le=MAX_TIME_S / 86400, allow_inf_nan=False)] = 30.0
+    jobs_per_day: Annotated[float, Field(gt=0, allow_inf_nan=False)] = 1000.0
+    #: Seeds numpy's generator, which takes no negative seed.
+    seed: Annotated[int, Field(ge=0)] = 0
     start_weekday: Annotated[int, Field(ge=0, le=6)] = 0
     #: Helios sequence CSVs to fit the daily/weekly tide from; empty means a flat rate.
     tide_from: list[str] = Field(default_factory=list)
     #: Relative weight of each GPU count (GPUs a job; a job above 8 GPUs is a gang of 8-GPU pods).
-    gpu_counts: dict[Annotated[int, Field(ge=1, le=MAX_SYNTHETIC_GPUS)], Annotated[float, Field(ge=0)]] | None = None
-    duration_median_seconds: Annotated[float | None, Field(gt=0)] = None
-    duration_sigma: Annotated[float | None, Field(gt=0)] = None
-    duration_max_seconds: Annotated[float | None, Field(gt=0)] = None
+    gpu_counts: (
+        dict[Annotated[int, Field(ge=1, le=MAX_SYNTHETIC_GPUS)], Annotated[float, Field(ge=0, allow_inf_nan=False)]]
+        | None
+    ) = None
+    duration_median_seconds: Annotated[float | None, Field(gt=0, le=MAX_TIME_S, allow_inf_nan=False)] = None
+    duration_sigma: Annotated[float | None, Field(gt=0, le=100, allow_inf_nan=False)] = None
+    #: Durations are clipped to [1 s, this].
+    duration_max_seconds: Annotated[float | None, Field(ge=1, le=MAX_TIME_S, allow_inf_nan=False)] = None
+
+    @field_validator("jobs_per_day")
+    @classmethod
+    def _jobs(cls, value: float, info: ValidationInfo) -> float:
+        days = info.data.get("days")
+        if days is not None and days * value > MAX_SYNTHETIC_JOBS:
+            raise ValueError(
+                f"{days:g} days of {value:g} jobs a day is {days * value:,.0f} jobs; at most {MAX_SYNTHETIC_JOBS:,}"
+            )
+        return value
+
+    @field_validator("gpu_counts")
+    @classmethod
+    def _weights(cls, value: dict[int, float] | None) -> dict[int, float] | None:
+        if value is not None and not any(weight > 0 for weight in value.values()):
+            raise ValueError("needs at least one GPU count of weight > 0")
+        return value
 
 
 class WorkloadSpec(Spec):

@@ -33,6 +33,7 @@ from tidegate.traces.records import (
     DEFAULT_MEMORY_MIB_PER_GPU,
     GPUS_PER_NODE,
     MAX_PODS_PER_JOB,
+    TraceError,
     TraceJob,
     split_gang,
 )
@@ -197,7 +198,13 @@ def tide_from_helios(
     weekdays: list[IntArray] = []
     for item in items:
         sequence = item if isinstance(item, HeliosSequence) else read_helios_sequence(item)
-        series = _arrival_signal(sequence) if signal == "arrivals" else sequence.demand_gpus
+        try:
+            series = _arrival_signal(sequence) if signal == "arrivals" else sequence.demand_gpus
+        except KeyError as exc:
+            message = f"the {signal} signal needs a column the file lacks ({exc.args[0]})"
+            if isinstance(item, HeliosSequence):
+                raise ValueError(f"tide_from_helios: {message}") from None
+            raise TraceError(item, 1, message) from None
         keep = np.isfinite(series) & ~np.isin(sequence.date, excluded)
         values.append(series[keep])
         hours.append(sequence.hour_of_day[keep])
