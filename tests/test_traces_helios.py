@@ -94,6 +94,7 @@ def test_state_filter_keeps_the_clock(tmp_path: Path) -> None:
             "cpu_num: 9223372036854775808 is above the maximum 2,000,000",
         ),
         ("2,u,vc,1,1,1,COMPLETED,-5,,,,", "submit_time: -5 is negative"),
+        ("2,u,vc,1,8,8,COMPLETED,10,,,,", "node_num: 8 nodes for 1 GPUs"),
         ("2,u,vc,1,1,1,COMPLETED,1e308,,,,", "submit_time: more than 100 years after the file's first submit_time"),
         ("2,u,vc,1,1,1,COMPLETED,10,,,1e308,", r"duration: 1e\+308 is above the maximum"),
         ("2,u,vc,1,1,1,COMPLETED,10,10,1e308,,", "end_time: more than 100 years after start_time"),

@@ -150,6 +150,8 @@ def read_helios_jobs(
         gpus = table.integer(
             line, row, "gpu_num", maximum=pods * MAX_GPUS_PER_POD, what=f"{MAX_GPUS_PER_POD} GPUs a node"
         )
+        if 0 < gpus < pods:
+            raise table.error(line, f"node_num: {pods} nodes for {gpus} GPUs (a node without a GPU in a GPU job)")
         cores = MAX_CPU_MILLI // 1000
         cpus = table.integer(line, row, "cpu_num", maximum=pods * cores, what=f"{cores:,} cores a node")
         per_pod = -(-gpus // pods)
