@@ -543,22 +543,6 @@ spec: {workload: w, scenarios: [budget]}
 """
 
 
-def test_a_job_the_next_budget_period_frees_is_not_given_up_however_long_the_period(tmp_path: Path) -> None:
-    """The burst queue's budget (10 a period of 10 days) is spent by the first job, which needs a cloud node
-    beside the IDC's; the second, as large, waits at a capability of 0, nothing running, for the next
-    period. Quiet for 8 days is not stuck: the run waits for the period to turn, and the job runs then."""
-    jobs = "first,u,vc2,16,8,2,COMPLETED,0,0,3600,3600,0\nsecond,u,vc2,16,8,2,COMPLETED,7200,0,9000,1800,0\n"
-    folder = sb_write_helios_sim(
-        tmp_path / "sim", QUEUES + "---" + BUDGET_OF_TEN_DAYS, jobs, {"queueByVc": {"vc1": "dev", "vc2": "burst-cloud"}}
-    )
-    (result,) = run_simulation(load_simulation([str(folder)]))
-    jobs_by_name = {j.name: j for j in result.simulation.jobs}
-    assert result.summary["jobs_completed"] == 2, result.summary["warnings"]
-    second = jobs_by_name["second"]
-    assert second.started is not None and second.started >= 240 * 3600
-    assert not [w for w in result.summary["warnings"] if "the run stopped" in w]
-
-
 LINK_CUT_FOR_EIGHT_DAYS = """
 apiVersion: tidegate.io/v1alpha1
 kind: Scenario
@@ -572,17 +556,34 @@ spec: {workload: w, scenarios: [cut]}
 """
 
 
-def test_a_job_waiting_for_a_scripted_link_cut_to_end_is_not_given_up(tmp_path: Path) -> None:
-    """The cloud's link is cut for 8 days from the start; a job too large for the IDC alone waits for it,
-    nothing running. The run waits for the cut to end, and the job runs then."""
-    jobs = "big,u,vc2,16,8,2,COMPLETED,0,0,3600,3600,0\n"
+@pytest.mark.parametrize(
+    ("scenario", "jobs", "earliest"),
+    [
+        # The burst queue's budget (10 a period of 10 days) is spent by `first`, which needs a cloud node
+        # beside the IDC's; `late`, as large, waits at a capability of 0, nothing running, for the next period.
+        (
+            BUDGET_OF_TEN_DAYS,
+            "first,u,vc2,16,8,2,COMPLETED,0,0,3600,3600,0\nlate,u,vc2,16,8,2,COMPLETED,7200,0,9000,1800,0\n",
+            240 * 3600,
+        ),
+        # The cloud's link is cut for 8 days from the start; `late`, too large for the IDC alone, waits for it.
+        (LINK_CUT_FOR_EIGHT_DAYS, "late,u,vc2,16,8,2,COMPLETED,0,0,3600,3600,0\n", 8 * 86400),
+    ],
+    ids=["budget-period", "link-cut"],
+)
+def test_a_job_that_a_budget_period_or_a_link_cut_frees_later_is_not_given_up(
+    tmp_path: Path, scenario: str, jobs: str, earliest: float
+) -> None:
+    """Quiet for a week, nothing running, is not stuck while something scripted could still free a job: the
+    run waits for it, and the job runs then."""
     folder = sb_write_helios_sim(
-        tmp_path / "sim", QUEUES + "---" + LINK_CUT_FOR_EIGHT_DAYS, jobs, {"queueByVc": {"vc2": "burst-cloud"}}
+        tmp_path / "sim", QUEUES + "---" + scenario, jobs, {"queueByVc": {"vc2": "burst-cloud"}}
     )
     (result,) = run_simulation(load_simulation([str(folder)]))
-    assert result.summary["jobs_completed"] == 1, result.summary["warnings"]
-    (big,) = result.simulation.jobs
-    assert big.started is not None and big.started >= 691200
+    assert result.summary["jobs_completed"] == len(result.simulation.jobs), result.summary["warnings"]
+    (late,) = [j for j in result.simulation.jobs if j.name == "late"]
+    assert late.started is not None and late.started >= earliest
+    assert not [w for w in result.summary["warnings"] if "the run stopped" in w]
 
 
 def test_preferred_node_affinity_with_no_node_at_all_places_nothing_and_does_not_fail() -> None:
