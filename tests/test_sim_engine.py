@@ -46,6 +46,21 @@ def test_without_burst_the_second_job_waits_for_the_first(tmp_path: Path) -> Non
     assert result.summary["local_gpu_utilization"] == 1.0
 
 
+def test_a_scale_up_stabilization_window_holds_the_first_node_back_as_kubernetes_does(tmp_path: Path) -> None:
+    """With scaleUp.stabilizationWindowSeconds 300 the HPA scales up only once every recommendation of the
+    last 300 s asks for it: its recommendation of 0 at t=0, while nothing waited yet, holds the node back
+    until t=300 (ready at 360). A sync of an idle pool at 0 was left out, as if it changed nothing, so the
+    node came at 15 s."""
+    folder = write_sim(tmp_path / "sim", TWO_JOBS, ["burst"])
+    hpa = (folder / "base.yaml").read_text()
+    (folder / "base.yaml").write_text(
+        hpa.replace("    scaleDown:\n", "    scaleUp: {stabilizationWindowSeconds: 300}\n    scaleDown:\n")
+    )
+    (result,) = run_simulation(load_simulation([str(folder)]))
+    b = next(job for job in result.simulation.jobs if job.name == "b")
+    assert b.queue == "burst-cloud" and b.started == 360.0
+
+
 def test_burst_overflows_at_capability_and_the_hpa_buys_one_node(tmp_path: Path) -> None:
     result = run(tmp_path, ["burst"])["burst"]
     jobs = {j.name: j for j in result.simulation.jobs}

@@ -120,6 +120,15 @@ class Autoscaler:
     #: The queues each of its metrics samples (the queues keep their names: worked out once, not every sync).
     selection: QueueSelection = ()
 
+    @property
+    def idle_sync_changes_nothing(self) -> bool:
+        """A sync with nothing pending and the pool at 0 recommends 0 and changes nothing, now or later: its
+        recommendation of 0 matters only to a scale-up stabilization window (whose lowest recommendation is
+        a floor) and a minReplicas above 0 would scale up."""
+        spec = self.spec
+        up_window = spec.behavior.scale_up.stabilization_window_seconds if spec.behavior else 0
+        return spec.min_replicas == 0 and not up_window
+
 
 class CloudFleet:
     """The pools of a run, the HPAs sizing the cloud ones, and the nodes joining and leaving."""
@@ -188,8 +197,9 @@ class CloudFleet:
         for scaler in self.autoscalers:
             pool = scaler.pool
             values = selected_values(scaler.selection, pending_seconds)
-            if pool.size == 0 and not pool.nodes and not any(v for samples in values.values() for v in samples):
-                continue  # nothing pending and nothing to scale in: the HPA would recommend 0 and change nothing
+            idle = pool.size == 0 and not any(v for samples in values.values() for v in samples)
+            if idle and scaler.idle_sync_changes_nothing:
+                continue  # nothing pending, nothing to scale in (draining nodes leave when their jobs end)
             result = scaler.controller.step(
                 now, pool.size, values, status_replicas=pool.size, ready_replicas=len(pool.nodes)
             )
