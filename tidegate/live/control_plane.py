@@ -560,7 +560,7 @@ class ControlPlane(PlaneViews, FleetHosting):
         errors: list[ManifestError] = []
         new: dict[str, Queue] = {}
         for name, (doc, file) in docs.items():
-            ms = load_objects([doc], file)  # the document as it is (re-read as YAML, JSON's escapes were refused)
+            ms = load_objects([doc], file)  # as parsed: written back as JSON and read as YAML, an emoji was refused
             errors += ms.errors
             if not ms.errors and [q.name for q in ms.queues] != [name]:
                 field_, message = "metadata.name", "a queue cannot be renamed"
