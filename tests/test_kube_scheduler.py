@@ -585,6 +585,53 @@ def test_a_queue_that_does_not_take_a_namespace_leaves_its_groups_waiting_and_ke
     assert api.binds == [("p-team-a", "cloud-0", "0,1")]
 
 
+def test_a_pod_that_moves_to_another_group_is_handed_over_without_failing_the_cycle() -> None:
+    """The bare pod's group was added before its old one left: "already in the session", every cycle."""
+    api = FakeApi(CLUSTER + "---" + group("g", 1) + "---" + pod("a", 8))
+    scheduler = ClusterScheduler(api)
+    scheduler.step(0.0)
+    api._find("Pod", "a")["metadata"]["annotations"] = {"scheduling.k8s.io/group-name": "g"}
+    scheduler.step(1.0)
+    assert scheduler.core is not None and "default/g" in scheduler.core.jobs
+    api.add(pod("small", 1))
+    scheduler.step(2.0)
+    assert api.binds[-1][:2] == ("small", "idc-0")
+
+
+@pytest.mark.parametrize("cards", ["-1", "99"])
+def test_a_gpu_index_naming_a_card_the_node_lacks_is_chosen_anew_with_a_warning(cards: str) -> None:
+    bound = pod("a", 1, node="idc-0").replace(
+        "namespace: default,", f"namespace: default, annotations: {{volcano.sh/gpu-index: '{cards}'}},"
+    )
+    api = FakeApi(CLUSTER + "---" + bound + "---" + pod("good", 3))
+    scheduler = ClusterScheduler(api)
+    scheduler.step(0.0)  # it failed every cycle
+    assert scheduler.core is not None
+    assert any(f"gpu-index ({cards},) names a card node idc-0 does not have" in w for w in scheduler.core.ssn.warnings)
+    (bind,) = [b for b in api.binds if b[0] == "good"]
+    assert bind[1] == "idc-0" and len(bind[2].split(",")) == 3  # the other three cards
+
+
+def test_an_edited_node_selector_is_what_the_pod_is_placed_by() -> None:
+    theirs = pod("theirs", 4, scheduler="default-scheduler", node="idc-0").replace("Pending", "Running")
+    api = FakeApi(CLUSTER + "---" + theirs + "---" + pod("p", 2))
+    scheduler = ClusterScheduler(api)
+    scheduler.step(0.0)
+    api._find("Pod", "p")["spec"]["nodeSelector"] = {"gpu": "h100"}  # no node has it
+    api._find("Pod", "theirs")["status"]["phase"] = "Succeeded"
+    scheduler.step(1.0)
+    assert api.binds == []
+
+
+def test_nothing_overflows_to_a_burst_queue_that_does_not_exist() -> None:
+    full = pod("theirs", 4, scheduler="default-scheduler", node="idc-0")
+    api = FakeApi(CLUSTER + "---" + full + "---" + group("g", 1) + "---" + pod("g-0", 2, "g"))
+    scheduler = ClusterScheduler(api, burst=Burst("burst-cloud", after_seconds=0))
+    scheduler.step(0.0)
+    scheduler.step(1.0)
+    assert scheduler.overflowed == {} and api._find("PodGroup", "g")["spec"]["queue"] == "default"
+
+
 class WatchedApi(FakeApi):
     """As if followed by watches: a version that moves with every change (what `KubeApi.version` reports)."""
 

@@ -80,9 +80,22 @@ def _expand(read: tuple[PodGroup | None, tuple[Pod, ...]], classes: Sequence[Pri
 
 def _seen(group: PodGroup, pods: Sequence[Pod]) -> _Seen:
     return _Seen(
-        (group.queue, group.min_member, group.min_resources, group.priority),
+        (group.queue, group.min_member, group.min_resources, group.priority, group.affinity),
         tuple(
-            (p.key, _uid(p), p.node_name, p.phase, p.deleting, p.requests, p.gpu_indices, p.tolerations) for p in pods
+            (
+                p.key,
+                _uid(p),
+                p.node_name,
+                p.phase,
+                p.deleting,
+                p.requests,
+                p.gpu_indices,
+                p.tolerations,
+                p.priority,
+                tuple(sorted(p.node_selector.items())),
+                p.affinity,
+            )
+            for p in pods
         ),
     )
 
@@ -241,6 +254,7 @@ class ClusterScheduler:
         groups: dict[str, _Seen] = {}
         self._queueless, self._queueless_pods = {}, {}
         expanded: dict[str, _Expanded] = {}
+        handed: list[tuple[PodGroup, list[Pod]]] = []
         for key, pods in members.items():
             read = (declared.get(key), tuple(pods))
             before = self._expanded.get(key)
@@ -251,34 +265,34 @@ class ClusterScheduler:
                 groups[key] = self._groups[key]
                 continue
             for group, group_pods in held.groups:
-                self._hand(core, group, group_pods, queues, groups)
+                if self._changed(group, group_pods, queues, groups):
+                    handed.append((group, group_pods))
+        # Every group that went or changed leaves first: a pod may have moved from one group to another.
         for key in self._groups.keys() - groups.keys():
             core.remove_group(key)
+        for group, _ in handed:
+            if group.key in self._groups:
+                core.remove_group(group.key)
+        for group, group_pods in handed:
+            try:
+                core.add_group(group, group_pods)
+            except ValueError as exc:  # e.g. a pod listed twice: the group waits, the rest is scheduled
+                self.problems.append(f"PodGroup {group.key}: not scheduled: {exc}")
+                del groups[group.key]
         self._groups, self._expanded = groups, expanded
         return core
 
-    def _hand(
-        self,
-        core: OnlineScheduler,
-        group: PodGroup,
-        pods: list[Pod],
-        queues: Mapping[str, Queue],
-        groups: dict[str, _Seen],
-    ) -> None:
-        """Hand the group to the scheduler unless it has it as it is; a group whose queue does not exist waits."""
+    def _changed(self, group: PodGroup, pods: list[Pod], queues: Mapping[str, Queue], groups: dict[str, _Seen]) -> bool:
+        """Whether the group must be handed to the scheduler (again): it is new or changed. A group whose queue
+        does not exist waits, and says so."""
         if pods and group.queue not in queues:  # it waits for its queue, and says so
             self._queueless[group.key] = f"queue {group.queue} does not exist"
             self._queueless_pods[group.key] = [(pod.key, _uid(pod)) for pod in pods if not pod.node_name]
         if not pods or group.queue not in queues:
-            return
+            return False
         seen = _seen(group, pods)
         groups[group.key] = seen
-        before = self._groups.get(group.key)
-        if before == seen:
-            return
-        if before is not None:
-            core.remove_group(group.key)
-        core.add_group(group, pods)
+        return self._groups.get(group.key) != seen
 
     def _overflow(self, core: OnlineScheduler, burst: Burst, now: float) -> tuple[float, bool]:
         """Waiting PodGroups that waited long enough, or whose queue is at capability, move to the burst
@@ -291,8 +305,8 @@ class ClusterScheduler:
                 continue  # moved already, or gone meanwhile
             pods = [task.pod for task in job.tasks]
             target = core.ssn.queues.get(burst.queue)
-            if target is not None and core.ssn.namespace_refusal(target, job.group.namespace):
-                continue  # the burst queue does not take this namespace's work
+            if target is None or core.ssn.namespace_refusal(target, job.group.namespace):
+                continue  # no burst queue (yet), or one that does not take this namespace's work
             if not burst.moves(job.group.queue, pods, now - job.group.created, core.pending_reason(key)):
                 if burst.moves(job.group.queue, pods, math.inf, ""):
                     soonest = min(soonest, job.group.created + burst.after_seconds)

@@ -291,6 +291,11 @@ class NodeTable:
         closed: BoolArray = (promised > 0) & (promised >= self.card_free[rows])
         return closed
 
+    def has_cards(self, row: int, cards: tuple[int, ...]) -> bool:
+        """Every index names a card of the node (an annotation written elsewhere may name none)."""
+        exists = self.card_exists[row]
+        return all(0 <= card < len(exists) and bool(exists[card]) for card in cards)
+
     def take_cards(self, row: int, cards: tuple[int, ...], mem_mib: int, milli: int, whole: bool) -> None:
         self._card_rows.pop(row, None)
         self._state_ids.pop(row, None)

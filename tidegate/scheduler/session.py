@@ -441,17 +441,27 @@ class Session:
         if not pod.node_name:
             row = self.table.row.get(pod.nominated_node_name) if pod.nominated_node_name else None
             if row is not None:  # pipelined in an earlier cycle: the node (and its GPU slice's card) stays held
-                self.apply_pipeline(task, row, pod.gpu_indices if task.gpu.shared else ())
+                self.apply_pipeline(task, row, self._known_cards(task, row) if task.gpu.shared else ())
             return
         row = self.table.row.get(pod.node_name)
         if row is None:
             self.warnings.append(f"pod {pod.key} is bound to unknown node {pod.node_name}")
             task.job.set_status(task, TaskStatus.RUNNING)
             return
-        cards = pod.gpu_indices or self.select_cards(task, row)
+        cards = self._known_cards(task, row) or self.select_cards(task, row)
         self.apply_allocate(task, row, cards, TaskStatus.RUNNING)
         if pod.deleting:  # terminating: its room is being released (not its queue's, not a victim)
             self.apply_evict(task, "terminating")
+
+    def _known_cards(self, task: TaskInfo, row: int) -> tuple[int, ...]:
+        """The pod's GPU cards as its annotation names them, or () when it names none, or one the node lacks
+        (written by hand, or the node has fewer cards now): then the cards are chosen anew, with a warning."""
+        cards = task.pod.gpu_indices
+        if cards and not self.table.has_cards(row, cards):
+            node = self.table.names[row]
+            self.warnings.append(f"pod {task.key}: gpu-index {cards} names a card node {node} does not have")
+            return ()
+        return cards
 
     # -- order: plugin keys in tier order, then creation time and name ---------------------------
     # (list comprehensions: a generator unpacked into a tuple costs more, and keys are built per placement)
@@ -1016,6 +1026,9 @@ class Session:
                 self.unsettle(task.job)
                 continue
             task.node = row
+            if task.cards and not table.has_cards(row, task.cards):  # the node came back with fewer cards
+                self.warnings.append(f"pod {task.key}: node {table.names[row]} no longer has cards {task.cards}")
+                task.cards = self.select_cards(task, row) if status is not TaskStatus.PIPELINED else ()
             if status in (TaskStatus.ALLOCATED, TaskStatus.RUNNING, TaskStatus.RELEASING):
                 table.used[row] += task.request
                 if task.cards:
