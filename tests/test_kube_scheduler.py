@@ -623,6 +623,26 @@ def test_an_edited_node_selector_is_what_the_pod_is_placed_by() -> None:
     assert api.binds == []
 
 
+PRIORITY_CLASS = "\napiVersion: scheduling.k8s.io/v1\nkind: PriorityClass\nmetadata: {name: urgent}\nvalue: 5000\n"
+TEAM_QUEUE = "\napiVersion: scheduling.volcano.sh/v1beta1\nkind: Queue\nmetadata: {name: team}\nspec: {weight: 1}\n"
+
+
+def test_a_running_pod_the_scheduler_no_longer_has_still_holds_its_room() -> None:
+    """Its group's queue deleted, the running pod left the scheduler, and the next pod was bound onto the
+    same four cards."""
+    running = group("a", 1, "team") + "---" + pod("a-0", 4, "a", extra="priorityClassName: urgent")
+    api = FakeApi(CLUSTER.split("---")[0] + "---" + CLUSTER.split("---")[2] + "---" + PRIORITY_CLASS)
+    api.add(TEAM_QUEUE + "---" + running)
+    scheduler = ClusterScheduler(api)
+    scheduler.step(0.0)
+    assert api.binds == [("a-0", "idc-0", "0,1,2,3")]
+    api.docs.remove(api._find("Queue", "team"))
+    api.add(pod("b", 4))
+    scheduler.step(1.0)
+    scheduler.step(2.0)
+    assert [b for b in api.binds if b[0] == "b"] == []
+
+
 def test_nothing_overflows_to_a_burst_queue_that_does_not_exist() -> None:
     full = pod("theirs", 4, scheduler="default-scheduler", node="idc-0")
     api = FakeApi(CLUSTER + "---" + full + "---" + group("g", 1) + "---" + pod("g-0", 2, "g"))

@@ -215,29 +215,14 @@ class ClusterScheduler:
         others: list[Pod] = []
         for pod in ms.pods:
             (ours if pod.scheduler_name == self.scheduler_name else others).append(pod)
-        nodes = self._with_others_taken(ms.nodes, others)
         queues = {queue.name: queue for queue in ms.queues}
         asked = {name for pod in ours for name in pod.requests}
         core = self.core
         # start afresh when a queue was added or removed, or a pod asks for a resource the scheduler has no
         # column for (none of its nodes offered it when it started: such a pod waits, it does not fail a cycle)
-        if core is None or queues.keys() != self._queues.keys() or not asked <= core.ssn.index.col.keys():
-            known = set(core.ssn.index.col) if core is not None else set()
-            core = self.core = OnlineScheduler(nodes, list(queues.values()), self.config, resources=asked | known)
-            self._queues, self._nodes, self._groups = queues, {n.name: n for n in nodes}, {}
-        else:
-            for name, queue in queues.items():
-                if queue != self._queues[name]:
-                    core.set_queue(queue)
-            self._queues = queues
-            current = {node.name: node for node in nodes}
-            gone = [name for name in self._nodes if name not in current]
-            if gone:
-                core.remove_nodes(gone)
-            changed = [node for name, node in current.items() if not _same_node(self._nodes.get(name), node)]
-            if changed:
-                core.add_nodes(changed)
-            self._nodes = current
+        afresh = core is None or queues.keys() != self._queues.keys() or not asked <= core.ssn.index.col.keys()
+        if afresh:
+            self._groups = {}
         declared = {group.key: group for group in ms.podgroups}
         self._declared = set(declared)
         self._written = {key: status for key, status in self._written.items() if key in self._declared}
@@ -267,6 +252,28 @@ class ClusterScheduler:
             for group, group_pods in held.groups:
                 if self._changed(group, group_pods, queues, groups):
                     handed.append((group, group_pods))
+        # Our running pods the scheduler does not have (their group's queue is gone, or their group could not
+        # be made) still hold their nodes' room, as other schedulers' pods do.
+        scheduled = {entry[0] for seen in groups.values() for entry in seen.pods}
+        strays = [pod for pod in ours if pod.node_name and pod.phase not in FINISHED and pod.key not in scheduled]
+        nodes = self._with_others_taken(ms.nodes, [*others, *strays])
+        if afresh or core is None:
+            known = set(core.ssn.index.col) if core is not None else set()
+            core = self.core = OnlineScheduler(nodes, list(queues.values()), self.config, resources=asked | known)
+            self._queues, self._nodes = queues, {n.name: n for n in nodes}
+        else:
+            for name, queue in queues.items():
+                if queue != self._queues[name]:
+                    core.set_queue(queue)
+            self._queues = queues
+            current = {node.name: node for node in nodes}
+            gone = [name for name in self._nodes if name not in current]
+            if gone:
+                core.remove_nodes(gone)
+            changed = [node for name, node in current.items() if not _same_node(self._nodes.get(name), node)]
+            if changed:
+                core.add_nodes(changed)
+            self._nodes = current
         # Every group that went or changed leaves first: a pod may have moved from one group to another.
         for key in self._groups.keys() - groups.keys():
             core.remove_group(key)
