@@ -643,6 +643,19 @@ def test_a_running_pod_the_scheduler_no_longer_has_still_holds_its_room() -> Non
     assert [b for b in api.binds if b[0] == "b"] == []
 
 
+def test_a_node_that_leaves_the_listing_and_comes_back_keeps_its_running_pods_room() -> None:
+    api = FakeApi(CLUSTER + "---" + pod("a", 4))
+    scheduler = ClusterScheduler(api)
+    scheduler.step(0.0)
+    node = api._find("Node", "idc-0")
+    api.docs.remove(node)
+    scheduler.step(1.0)
+    api.docs.insert(0, node)
+    api.add(pod("b", 4, extra='nodeSelector: {"volcano.sh/node-type": idc}'))
+    scheduler.step(2.0)
+    assert [b[:2] for b in api.binds] == [("a", "idc-0")]  # b waits: a still holds the four cards
+
+
 def test_nothing_overflows_to_a_burst_queue_that_does_not_exist() -> None:
     full = pod("theirs", 4, scheduler="default-scheduler", node="idc-0")
     api = FakeApi(CLUSTER + "---" + full + "---" + group("g", 1) + "---" + pod("g-0", 2, "g"))

@@ -223,6 +223,10 @@ class ClusterScheduler:
         afresh = core is None or queues.keys() != self._queues.keys() or not asked <= core.ssn.index.col.keys()
         if afresh:
             self._groups = {}
+        # Groups with pods bound to a node that came or went are handed again: the scheduler accounts a bound
+        # pod by its node when it takes the group (one whose node is back would otherwise hold no room).
+        moved = {node.name for node in ms.nodes} ^ self._nodes.keys()
+        stale = {key for key, seen in self._groups.items() if any(entry[2] in moved for entry in seen.pods)}
         declared = {group.key: group for group in ms.podgroups}
         self._declared = set(declared)
         self._written = {key: status for key, status in self._written.items() if key in self._declared}
@@ -246,11 +250,11 @@ class ClusterScheduler:
             held = before if before is not None and before.read == read else _expand(read, ms.priority_classes)
             expanded[key] = held
             self.problems += held.problems
-            if held is before and key in self._groups:  # only what changed is expanded and compared again
+            if held is before and key in self._groups and key not in stale:  # only what changed is looked at
                 groups[key] = self._groups[key]
                 continue
             for group, group_pods in held.groups:
-                if self._changed(group, group_pods, queues, groups):
+                if self._changed(group, group_pods, queues, groups) or group.key in stale:
                     handed.append((group, group_pods))
         # Our running pods the scheduler does not have (their group's queue is gone, or their group could not
         # be made) still hold their nodes' room, as other schedulers' pods do.
