@@ -226,7 +226,11 @@ class ClusterScheduler:
         # Groups with pods bound to a node that came or went are handed again: the scheduler accounts a bound
         # pod by its node when it takes the group (one whose node is back would otherwise hold no room).
         moved = {node.name for node in ms.nodes} ^ self._nodes.keys()
-        stale = {key for key, seen in self._groups.items() if any(entry[2] in moved for entry in seen.pods)}
+        stale = (
+            {key for key, seen in self._groups.items() if any(entry[2] in moved for entry in seen.pods)}
+            if moved
+            else set()
+        )
         declared = {group.key: group for group in ms.podgroups}
         self._declared = set(declared)
         self._written = {key: status for key, status in self._written.items() if key in self._declared}
