@@ -28,11 +28,10 @@ from types import MappingProxyType
 import numpy as np
 import numpy.typing as npt
 
+from tidegate.model.manifests import MAX_GPU_CARDS, MAX_JOB_PODS
 from tidegate.traces.records import (
     DEFAULT_MEMORY_MIB_PER_GPU,
     MAX_CPU_MILLI,
-    MAX_GPUS_PER_POD,
-    MAX_PODS_PER_JOB,
     MAX_TIME_S,
     MISSING,
     CsvTable,
@@ -146,10 +145,8 @@ def read_helios_jobs(
         if job_id in seen:
             raise table.error(line, f"job_id: duplicate {job_id!r}")
         seen.add(job_id)
-        pods = max(1, table.integer(line, row, "node_num", maximum=MAX_PODS_PER_JOB, what="pods a job"))
-        gpus = table.integer(
-            line, row, "gpu_num", maximum=pods * MAX_GPUS_PER_POD, what=f"{MAX_GPUS_PER_POD} GPUs a node"
-        )
+        pods = max(1, table.integer(line, row, "node_num", maximum=MAX_JOB_PODS, what="pods a job"))
+        gpus = table.integer(line, row, "gpu_num", maximum=pods * MAX_GPU_CARDS, what=f"{MAX_GPU_CARDS} GPUs a node")
         if 0 < gpus < pods:
             raise table.error(line, f"node_num: {pods} nodes for {gpus} GPUs (a node without a GPU in a GPU job)")
         cores = MAX_CPU_MILLI // 1000

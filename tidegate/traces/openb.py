@@ -32,6 +32,7 @@ from types import MappingProxyType
 import numpy as np
 import numpy.typing as npt
 
+from tidegate.model.manifests import MAX_GPU_CARDS
 from tidegate.model.objects import (
     DEFAULT_NAMESPACE,
     GPU_PRODUCT_LABEL,
@@ -44,7 +45,6 @@ from tidegate.model.objects import (
 from tidegate.model.resources import CPU, GPU_MEMORY, GPU_MILLI, GPU_NUMBER, MEMORY, NVIDIA_GPU, Resources
 from tidegate.traces.records import (
     MAX_CPU_MILLI,
-    MAX_GPUS_PER_POD,
     MAX_MEMORY_MIB,
     MAX_TIME_S,
     CsvTable,
@@ -144,6 +144,14 @@ class OpenbPodArrays:
         return out
 
 
+def _cpu_milli(table: CsvTable, line: int, row: list[str]) -> int:
+    return table.integer(line, row, "cpu_milli", maximum=MAX_CPU_MILLI, what="a million cores")
+
+
+def _memory_mib(table: CsvTable, line: int, row: list[str]) -> int:
+    return table.integer(line, row, "memory_mib", maximum=MAX_MEMORY_MIB, what="32 TiB")
+
+
 def read_openb_nodes(path: str | os.PathLike[str]) -> list[OpenbNode]:
     """Read an openb node list; raise TraceError (file:line) on a malformed row."""
     table = CsvTable(path, NODE_COLUMNS)
@@ -156,15 +164,15 @@ def read_openb_nodes(path: str | os.PathLike[str]) -> list[OpenbNode]:
         if sn in seen:
             raise table.error(line, f"sn: duplicate node name {sn!r}")
         seen.add(sn)
-        gpu = table.integer(line, row, "gpu", maximum=MAX_GPUS_PER_POD, what="GPUs a node")
+        gpu = table.integer(line, row, "gpu", maximum=MAX_GPU_CARDS, what="GPUs a node")
         model = table.text(row, "model")
         if gpu > 0 and not model:
             raise table.error(line, f"model: empty for a node with {gpu} GPUs")
         nodes.append(
             OpenbNode(
                 sn=sn,
-                cpu_milli=table.integer(line, row, "cpu_milli", maximum=MAX_CPU_MILLI, what="a million cores"),
-                memory_mib=table.integer(line, row, "memory_mib", maximum=MAX_MEMORY_MIB, what="32 TiB"),
+                cpu_milli=_cpu_milli(table, line, row),
+                memory_mib=_memory_mib(table, line, row),
                 gpu=gpu,
                 model=model,
             )
@@ -265,7 +273,7 @@ def _clean_pod_columns(table: CsvTable) -> _PodColumns | None:
     if (
         max(cpu_milli, default=0) > MAX_CPU_MILLI
         or max(memory_mib, default=0) > MAX_MEMORY_MIB
-        or max(num_gpu, default=0) > MAX_GPUS_PER_POD
+        or max(num_gpu, default=0) > MAX_GPU_CARDS
     ):
         return None
     gpu_spec: list[tuple[str, ...]] = (
@@ -320,7 +328,7 @@ def _checked_pod_columns(table: CsvTable) -> _PodColumns:
         if name in seen:
             raise table.error(line, f"name: duplicate pod name {name!r}")
         seen.add(name)
-        num_gpu = table.integer(line, row, "num_gpu", maximum=MAX_GPUS_PER_POD, what="GPUs a pod")
+        num_gpu = table.integer(line, row, "num_gpu", maximum=MAX_GPU_CARDS, what="GPUs a pod")
         gpu_milli = table.integer(line, row, "gpu_milli")
         spec: tuple[str, ...] = ()
         try:
@@ -342,8 +350,8 @@ def _checked_pod_columns(table: CsvTable) -> _PodColumns:
         if deletion is not None and scheduled is not None and scheduled > deletion:
             raise table.error(line, f"scheduled_time: {scheduled:g} is after deletion_time {deletion:g}")
         cols.names.append(name)
-        cols.cpu_milli.append(table.integer(line, row, "cpu_milli", maximum=MAX_CPU_MILLI, what="a million cores"))
-        cols.memory_mib.append(table.integer(line, row, "memory_mib", maximum=MAX_MEMORY_MIB, what="32 TiB"))
+        cols.cpu_milli.append(_cpu_milli(table, line, row))
+        cols.memory_mib.append(_memory_mib(table, line, row))
         cols.num_gpu.append(num_gpu)
         cols.gpu_milli.append(gpu_milli)
         cols.gpu_spec.append(spec)

@@ -25,8 +25,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from tidegate.model.manifests import MAX_GPU_CARDS, MAX_JOB_PODS
-
 #: GPUs per server when a trace gives a gang size in GPUs only: gangs above this are split into pods.
 GPUS_PER_NODE = 8
 #: CPU each GPU comes with when a trace records no CPU request (milli-cores).
@@ -39,9 +37,7 @@ DEFAULT_MEMORY_MIB_PER_GPU = 16384
 
 #: Bounds on what a trace may ask, so that a typo or a hostile file is an error naming its cell rather than
 #: billions of pods built, or a count that overflows the scheduler's 64-bit resource columns.
-#: Pods one job may have (a vcjob's bound) and GPU cards one pod or node may have (a node's bound).
-MAX_PODS_PER_JOB = MAX_JOB_PODS
-MAX_GPUS_PER_POD = MAX_GPU_CARDS
+#: A job's pods are bounded as a vcjob's (MAX_JOB_PODS), a pod's or node's GPU cards as a node's (MAX_GPU_CARDS).
 #: CPU of one pod or node: a million cores.
 MAX_CPU_MILLI = 10**9
 #: Memory of one pod or node: 32 TiB (10,000 such pods still fit a 64-bit count of bytes many times over).

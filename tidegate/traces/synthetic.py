@@ -27,12 +27,12 @@ from typing import Literal
 import numpy as np
 import numpy.typing as npt
 
+from tidegate.model.manifests import MAX_JOB_PODS
 from tidegate.traces.helios import HeliosSequence, read_helios_sequence
 from tidegate.traces.records import (
     DEFAULT_CPU_MILLI_PER_GPU,
     DEFAULT_MEMORY_MIB_PER_GPU,
     GPUS_PER_NODE,
-    MAX_PODS_PER_JOB,
     TraceError,
     TraceJob,
     split_gang,
@@ -297,10 +297,10 @@ class SyntheticWorkload:
             raise ValueError("queues: repeated queue name")
         if self.gpus_per_node < 1:
             raise ValueError(f"gpus_per_node: {self.gpus_per_node} is below 1")
-        largest = self.gpus_per_node * MAX_PODS_PER_JOB
+        largest = self.gpus_per_node * MAX_JOB_PODS
         for count, _ in self.gpu_counts:
             if not 1 <= count <= largest:
-                pods = f"{MAX_PODS_PER_JOB:,} pods of {self.gpus_per_node}"
+                pods = f"{MAX_JOB_PODS:,} pods of {self.gpus_per_node}"
                 raise ValueError(f"gpu_counts: {count} GPUs is outside 1..{largest:,} ({pods})")
         _probabilities(self.gpu_counts, "gpu_counts")
         millis, _ = _probabilities(self.shared_gpu_milli, "shared_gpu_milli")

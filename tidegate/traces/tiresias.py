@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import os
 
+from tidegate.model.manifests import MAX_JOB_PODS
 from tidegate.traces.records import (
     DEFAULT_CPU_MILLI_PER_GPU,
     DEFAULT_MEMORY_MIB_PER_GPU,
     GPUS_PER_NODE,
-    MAX_PODS_PER_JOB,
     CsvTable,
     TraceJob,
     split_gang,
@@ -53,8 +53,8 @@ def read_tiresias(
             row,
             "num_gpu",
             minimum=1,
-            maximum=gpus_per_node * MAX_PODS_PER_JOB,
-            what=f"{MAX_PODS_PER_JOB:,} pods of {gpus_per_node} GPUs",
+            maximum=gpus_per_node * MAX_JOB_PODS,
+            what=f"{MAX_JOB_PODS:,} pods of {gpus_per_node} GPUs",
         )
         pods, per_pod = split_gang(gpus, gpus_per_node)
         jobs.append(
