@@ -137,7 +137,7 @@ def test_schedule_refuses_invalid_manifests(tmp_path: Path) -> None:
     )
     result = runner.invoke(app, ["schedule", "-f", str(tmp_path)])
     assert result.exit_code == 1
-    assert "spec.capability.cpu" in result.stderr
+    assert "spec.capability[cpu]" in result.stderr
 
 
 def _gpu_pod(name: str, mib: int, node: str = "", card: str = "", nominated: str = "") -> str:

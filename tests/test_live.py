@@ -172,7 +172,7 @@ def test_a_submission_of_nothing_is_refused_and_nothing_is_stored() -> None:
     """100 MB of comments was accepted as a batch of no job, which the store kept for ever."""
     p, _ = plane()
     for nothing in ("# only a comment\n" * 3, "", "---\n---\n"):
-        with pytest.raises(ManifestErrors, match="nothing to submit: no Job, PodGroup, Pod object"):
+        with pytest.raises(ManifestErrors, match="no objects passed: the input holds no document"):
             p.submit(nothing, "POST /jobs")
     assert p._new_batches == [] and p.jobs == {}
 

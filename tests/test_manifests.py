@@ -227,9 +227,12 @@ def test_missing_path_is_an_error(tmp_path: Path) -> None:
     assert "no such file" in ms.errors[0].message
 
 
-def test_empty_folder_warns(tmp_path: Path) -> None:
-    ms = load_manifests([str(tmp_path)])
+def test_an_empty_folder_warns_and_with_nothing_else_is_an_error(tmp_path: Path) -> None:
+    (tmp_path / "empty").mkdir()
+    ms = load_manifests([str(tmp_path / "empty"), write(tmp_path, QUEUE.format(name="q"))])
     assert ms.errors == [] and len(ms.warnings) == 1
+    alone = load_manifests([str(tmp_path / "empty")])
+    assert len(alone.warnings) == 1 and "no objects passed" in only_error(alone).message
 
 
 # --- bad documents ----------------------------------------------------------------------------------
@@ -322,12 +325,12 @@ def test_all_errors_are_collected_with_file_document_kind_name_and_field(tmp_pat
     ms = load_manifests([path])
     assert [(e.source.index, e.kind, e.name, e.field) for e in ms.errors] == [
         (0, "Queue", "q", "spec.weight"),
-        (0, "Queue", "q", "spec.capability.nvidia.com/gpu"),
+        (0, "Queue", "q", "spec.capability[nvidia.com/gpu]"),
         (0, "Queue", "q", "spec.reclaimable"),
-        (1, "Node", "n", "status.capacity.cpu"),
+        (1, "Node", "n", "status.capacity[cpu]"),
     ]
     assert str(ms.errors[1]) == (
-        f"{path}: document 0: Queue/q field spec.capability.nvidia.com/gpu: 'lots' is not a valid quantity "
+        f"{path}: document 0: Queue/q field spec.capability[nvidia.com/gpu]: 'lots' is not a valid quantity "
         "(e.g. 500m, 2, 1.5, 10Gi, 1e3)"
     )
     with pytest.raises(ManifestErrors) as info:
@@ -520,12 +523,12 @@ def test_node_gpu_memory_is_stored_in_milli_units(tmp_path: Path) -> None:
 
 def test_node_gpu_memory_without_card_count_warns(tmp_path: Path) -> None:
     ms = load(tmp_path, NODE + 'status: {allocatable: {volcano.sh/gpu-memory: "4096"}}\n')
-    assert ms.nodes[0].gpu_memory_mib == () and fields(ms.warnings) == ["status.allocatable.volcano.sh/gpu-memory"]
+    assert ms.nodes[0].gpu_memory_mib == () and fields(ms.warnings) == ["status.allocatable[volcano.sh/gpu-memory]"]
 
 
 def test_node_fractional_card_count_is_an_error(tmp_path: Path) -> None:
     ms = load(tmp_path, NODE + 'status: {allocatable: {nvidia.com/gpu: "1.5"}}\n')
-    assert only_error(ms).field == "status.allocatable.nvidia.com/gpu"
+    assert only_error(ms).field == "status.allocatable[nvidia.com/gpu]"
 
 
 @pytest.mark.parametrize("resource", [GPU, "volcano.sh/gpu-number"])
@@ -533,7 +536,7 @@ def test_a_node_with_more_cards_than_can_be_tracked_is_an_error(tmp_path: Path, 
     """Each card has its own columns: a count like 2**40 (a typo, or a hostile submission) would exhaust memory."""
     ms = load(tmp_path, NODE + f'status: {{allocatable: {{{resource}: "1099511627776", cpu: "8"}}}}\n')
     error = only_error(ms)
-    assert error.field == f"status.allocatable.{resource}" and "at most 256" in error.message
+    assert error.field == f"status.allocatable[{resource}]" and "at most 256" in error.message
 
 
 def test_node_bad_taint(tmp_path: Path) -> None:
@@ -688,10 +691,10 @@ def test_pod_defaults(tmp_path: Path) -> None:
         ("tolerations: [{value: b}]", "spec.tolerations[0].operator"),
         ("tolerations: [{key: a, operator: Maybe}]", "spec.tolerations[0].operator"),
         ("nodeSelector: {gpu: 1}", "spec.nodeSelector.gpu"),
-        ("containers: [{name: a, resources: {requests: {cpu: lots}}}]", "spec.containers[0].resources.requests.cpu"),
+        ("containers: [{name: a, resources: {requests: {cpu: lots}}}]", "spec.containers[0].resources.requests[cpu]"),
         (
             "initContainers: [{name: a, resources: {limits: {memory: 1Gb}}}]",
-            "spec.initContainers[0].resources.limits.memory",
+            "spec.initContainers[0].resources.limits[memory]",
         ),
         (
             "affinity: {nodeAffinity: {requiredDuringSchedulingIgnoredDuringExecution: {nodeSelectorTerms: []}}}",
@@ -979,7 +982,7 @@ def test_task_without_replicas_warns(tmp_path: Path) -> None:
         (
             "tasks: [{name: a, replicas: 1, template: {spec: "
             "{containers: [{name: c, resources: {requests: {nvidia.com/gpu: x}}}]}}}]",
-            "spec.tasks[0].template.spec.containers[0].resources.requests.nvidia.com/gpu",
+            "spec.tasks[0].template.spec.containers[0].resources.requests[nvidia.com/gpu]",
         ),
         (
             "tasks: [{name: a, replicas: 1, template: {metadata: {annotations: {volcano.sh/gpu-memory: big}}}}]",

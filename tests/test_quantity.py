@@ -148,7 +148,7 @@ def test_format_then_parse_round_trips_memory(amount: int) -> None:
 def test_resources_parse_names_the_field_of_a_bad_quantity() -> None:
     with pytest.raises(FieldError) as info:
         Resources.parse({"nvidia.com/gpu": "lots"}, "spec.capability")
-    assert info.value.field == "spec.capability.nvidia.com/gpu"
+    assert info.value.field == "spec.capability[nvidia.com/gpu]"
 
 
 def test_resources_drop_zeros_unless_asked_to_keep_them() -> None:

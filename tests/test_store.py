@@ -275,7 +275,7 @@ def test_a_queue_patch_that_would_break_another_queue_is_refused_naming_it(store
         "PATCH /queues/org",
         "Queue",
         "alpha",
-        "spec.capability.nvidia.com/gpu",
+        "spec.capability[nvidia.com/gpu]",
     )
     assert p.queues["org"].capability == start(None, cluster=CLUSTER + ORG)[0].queues["org"].capability
 

@@ -328,7 +328,7 @@ def test_root_queue_cannot_have_a_parent(tmp_path: Path) -> None:
 def test_guarantee_above_deserved(tmp_path: Path) -> None:
     spec = '{deserved: {nvidia.com/gpu: "8"}, guarantee: {resource: {nvidia.com/gpu: "16"}}}'
     path, errors = check(tmp_path, queue("q", spec))
-    error = the_error(errors, path, 0, "Queue", "q", "spec.guarantee.resource.nvidia.com/gpu")
+    error = the_error(errors, path, 0, "Queue", "q", "spec.guarantee.resource[nvidia.com/gpu]")
     assert error.message == "guarantee nvidia.com/gpu=16 is above deserved nvidia.com/gpu=8"
 
 
@@ -337,7 +337,7 @@ def test_guarantee_above_capability(tmp_path: Path) -> None:
     path, errors = check(tmp_path, queue("q", spec))
     assert (
         "above capability memory=1Gi"
-        in the_error(errors, path, 0, "Queue", "q", "spec.guarantee.resource.memory").message
+        in the_error(errors, path, 0, "Queue", "q", "spec.guarantee.resource[memory]").message
     )
 
 
@@ -354,7 +354,7 @@ def test_child_capability_above_parent_capability(tmp_path: Path) -> None:
     parent = queue("ml", '{capability: {nvidia.com/gpu: "64", cpu: "100"}}')
     child = queue("dev", '{parent: ml, capability: {nvidia.com/gpu: "128", memory: 1Ti}}')
     path, errors = check(tmp_path, parent, child)
-    error = the_error(errors, path, 1, "Queue", "dev", "spec.capability.nvidia.com/gpu")
+    error = the_error(errors, path, 1, "Queue", "dev", "spec.capability[nvidia.com/gpu]")
     assert "above parent queue 'ml'" in error.message
 
 
@@ -365,8 +365,8 @@ def test_a_zero_capability_caps_guarantees_and_children_except_for_cpu_and_memor
     greedy = queue("greedy", '{capability: {nvidia.com/gpu: "0"}, guarantee: {resource: {nvidia.com/gpu: "1"}}}')
     path, errors = check(tmp_path, parent, child, greedy)
     assert [(e.source, e.name, e.field) for e in errors] == [
-        (Source(path, 1), "dev", "spec.capability.nvidia.com/gpu"),
-        (Source(path, 2), "greedy", "spec.guarantee.resource.nvidia.com/gpu"),
+        (Source(path, 1), "dev", "spec.capability[nvidia.com/gpu]"),
+        (Source(path, 2), "greedy", "spec.guarantee.resource[nvidia.com/gpu]"),
     ]
     assert errors[0].message == "nvidia.com/gpu=2 is above parent queue 'ml''s capability nvidia.com/gpu=0"
     assert errors[1].message == "guarantee nvidia.com/gpu=1 is above capability nvidia.com/gpu=0"
@@ -378,8 +378,8 @@ def test_children_guarantees_and_deserved_must_fit_the_parents(tmp_path: Path) -
     b = queue("b", '{parent: ml, deserved: {nvidia.com/gpu: "60"}, guarantee: {resource: {nvidia.com/gpu: "6"}}}')
     path, errors = check(tmp_path, parent, a, b)
     assert [(e.source, e.name, e.field) for e in errors] == [
-        (Source(path, 0), "ml", "spec.guarantee.resource.nvidia.com/gpu"),
-        (Source(path, 0), "ml", "spec.deserved.nvidia.com/gpu"),
+        (Source(path, 0), "ml", "spec.guarantee.resource[nvidia.com/gpu]"),
+        (Source(path, 0), "ml", "spec.deserved[nvidia.com/gpu]"),
     ]
     assert "below the nvidia.com/gpu=120 its child queues add up to" in errors[1].message
 

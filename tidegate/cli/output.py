@@ -8,6 +8,7 @@ from typing import Any
 
 import yaml
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from tidegate.model.manifests import gpu_index
@@ -69,12 +70,13 @@ def render(decisions: Decisions, fmt: str, console: Console) -> None:
 
 
 def warn(err: Console, warnings: Iterable[object]) -> None:
-    """Each warning on its own line (a ManifestError names file, document, object and field)."""
+    """Each warning on its own line (a ManifestError names file, document, object and field; its text is not
+    markup: a field such as requests[nvidia.com/gpu] is printed as it is)."""
     for warning in warnings:
-        err.print(f"[yellow]warning[/]: {warning}", highlight=False)
+        err.print(f"[yellow]warning[/]: {escape(str(warning))}", highlight=False)
 
 
 def fail(err: Console, errors: Iterable[object]) -> None:
     """Each error on its own line; the caller then exits 1."""
     for error in errors:
-        err.print(f"[red]error[/]: {error}", highlight=False)
+        err.print(f"[red]error[/]: {escape(str(error))}", highlight=False)

@@ -250,10 +250,7 @@ class ControlPlane(PlaneViews, FleetHosting):
         """Accept Jobs, PodGroups with their pods, and bare pods (YAML or JSON, one or more documents) and
         return their job keys. All or nothing: raises ManifestErrors naming document, object and field, or
         Forbidden when an object is outside `namespaces` (None: any). The jobs' first event names `user`."""
-        ms = load_text(text, file)
-        if not (ms.errors or ms.jobs or ms.podgroups or ms.pods or ms.skipped or _misplaced(ms)):
-            message = f"nothing to submit: no {', '.join(SUBMITTED_KINDS)} object"
-            raise ManifestErrors([ManifestError(Source(file), "", "", "", message)])
+        ms = load_text(text, file)  # a text of no object is an error there
         if namespaces is not None:
             objects: list[Job | PodGroup | Pod] = [*ms.jobs, *ms.podgroups, *ms.pods]
             outside = [obj for obj in objects if obj.namespace not in namespaces]

@@ -6,7 +6,9 @@ and document index) and the document itself in `raw`, so fields tidegate does no
 
 Loading never stops at the first problem: each bad document or field becomes a ManifestError in
 `ManifestSet.errors` naming the file, document, object and field, so a user fixes everything in one
-pass. Kinds tidegate does not schedule (Deployment, ConfigMap, ...) are listed in `skipped`.
+pass. Kinds tidegate does not schedule (Deployment, ConfigMap, ...) are listed in `skipped`; a kind or
+apiVersion that does not exist in a group tidegate knows (kinds.py) is an error, and so is no object at all.
+Resource lists, labels and annotations are checked as Kubernetes' admission checks them (names.py).
 Cross-object rules (queues that exist, gang sizes, ...) live in validation.py; turning vcjobs and
 bare pods into schedulable groups lives in expand.py.
 """
@@ -26,6 +28,17 @@ from typing import Any, NamedTuple, TextIO, TypeVar
 import yaml
 
 from tidegate.model.errors import FieldError, ManifestError, ManifestErrors, Source
+from tidegate.model.kinds import split_api_version, type_problem
+from tidegate.model.names import (
+    MAX_ANNOTATIONS_BYTES,
+    container_resource_problem,
+    is_dns1123_label,
+    is_extended_resource,
+    is_integer_resource,
+    is_overcommit_allowed,
+    label_value_problem,
+    qualified_name_problem,
+)
 from tidegate.model.objects import (
     DEFAULT_NAMESPACE,
     DEFAULT_QUEUE,
@@ -59,7 +72,7 @@ from tidegate.model.objects import (
     Tier,
     Toleration,
 )
-from tidegate.model.quantity import to_canonical
+from tidegate.model.quantity import parse_quantity, scale_of, to_canonical
 from tidegate.model.resources import EMPTY, GPU_MEMORY, GPU_NUMBER, NVIDIA_GPU, Resources
 
 #: The C loader is several times faster on large node lists; fall back to pure Python without libyaml.
@@ -188,19 +201,21 @@ def load_manifests(paths: Sequence[str], stdin: TextIO | None = None) -> Manifes
             session.load_text((stdin or sys.stdin).read(), "-")
         else:
             _load_path(Path(path), session)
+    session.require_objects(", ".join(paths))
     return session.finish()
 
 
 def load_text(text: str, file: str = "<memory>") -> ManifestSet:
-    """Load manifests from a YAML (or JSON) string, as if read from `file`."""
+    """Load manifests from a YAML (or JSON) string, as if read from `file`; no object in it is an error."""
     session = _Session()
     session.load_text(text, file)
+    session.require_objects(file)
     return session.finish()
 
 
 def load_objects(docs: Iterable[object], file: str) -> ManifestSet:
     """Load objects already parsed from JSON (e.g. an API server's list items, each with its apiVersion and
-    kind), as if document i of `file`."""
+    kind), as if document i of `file`. No object is no error here: a cluster may hold none."""
     session = _Session()
     for i, doc in enumerate(docs):
         session.load_document(doc, Source(file, i))
@@ -291,6 +306,15 @@ class _Session:
     def __init__(self) -> None:
         self.ms = ManifestSet()
         self.priority_refs: list[_PriorityRef] = []
+        #: Objects read (documents that are not empty, and each item of a List).
+        self.objects = 0
+
+    def require_objects(self, where: str) -> None:
+        """No object at all is an error, as `kubectl apply` says "no objects passed to apply" (unless
+        something else already went wrong: a missing file, bad YAML)."""
+        if not self.objects and not self.ms.errors:
+            message = "no objects passed: the input holds no document (it is empty, or only '---' and comments)"
+            self.ms.errors.append(_problem(Source(where or "-", 0), "", message))
 
     def load_text(self, text: str, file: str) -> None:
         """Load every document of a YAML stream; a YAML error ends the file at that document."""
@@ -341,7 +365,12 @@ class _Session:
         if kind == "List" and api_version == "v1":
             self._load_list(doc, source, name)
             return
-        parser = _PARSERS.get((api_version.rpartition("/")[0], kind))
+        self.objects += 1
+        problem = type_problem(api_version, kind)
+        if problem is not None:
+            self.ms.errors.append(ManifestError(source, kind, name, *problem))
+            return
+        parser = _PARSERS.get((split_api_version(api_version)[0], kind))
         if parser is None:
             self.ms.skipped.append(SkippedDocument(source, kind, name))
             self.ms.other_documents.append((source, doc))
@@ -464,29 +493,70 @@ def _as_choice(enum: type[E], value: Any, field_: str) -> E:
         raise FieldError(field_, f"{_shown(value)} is not one of {allowed}") from None
 
 
-def _as_resources(value: Any, field_: str, keep_zeros: bool = False) -> Resources | None:
+def _as_resources(value: Any, field_: str, keep_zeros: bool = False, integers: bool = False) -> Resources | None:
     """A resource list, or None when absent or empty (Volcano reads an empty list as "no limit")."""
     if value is None or value == {}:
         return None
-    return _as_resource_list(value, field_, keep_zeros)
+    return _as_resource_list(value, field_, keep_zeros, integers)
 
 
-def _as_resource_list(value: Any, field_: str, keep_zeros: bool = False) -> Resources:
+def _as_resource_list(value: Any, field_: str, keep_zeros: bool = False, integers: bool = False) -> Resources:
     """Like Resources.parse, but each (resource, quantity) pair is parsed once per process.
 
     Node and pod lists repeat the same quantities thousands of times; exact Fraction parsing of
-    each would be the largest cost of loading after YAML itself.
+    each would be the largest cost of loading after YAML itself. Each quantity is checked by
+    `_check_count`; `integers` makes extended resources (and pods) whole numbers, as Kubernetes
+    requires of containers and nodes and Volcano of queues.
     """
     if value is None:
         return EMPTY
     data = _as_map(value, field_)
     amounts = {}
     for name, quantity in data.items():
+        key = resource_field(field_, str(name))
         if type(quantity) in (str, int) and isinstance(name, str):
-            amounts[name] = _canonical_cached(name, quantity, f"{field_}.{name}")
+            amount = _canonical_cached(name, quantity, key)
         else:
-            amounts[str(name)] = to_canonical(str(name), quantity, f"{field_}.{name}")
+            amount = to_canonical(str(name), quantity, key)
+        _check_count(str(name), quantity, amount, key, integers)
+        amounts[str(name)] = amount
     return Resources(amounts, keep_zeros=keep_zeros)
+
+
+_BINARY_SUFFIX = re.compile(r"[0-9.]\s*[KMGTPE]i\s*$")
+
+
+def _check_count(name: str, quantity: Any, amount: int, field_: str, integer: bool) -> None:
+    """An extended resource counts devices (or MiB, or thousandths of a card): a binary suffix is a unit
+    mistake ("nvidia.com/gpu: 4Gi" is 4,294,967,296 GPUs to Kubernetes), and with `integer` a quantity of
+    an integer resource must be whole (Kubernetes' ValidateResourceQuantityValue)."""
+    if name in _PLAIN_RESOURCES:
+        return
+    extended = is_extended_resource(name)
+    if extended and isinstance(quantity, str) and _BINARY_SUFFIX.search(quantity):
+        unit = "MiB" if name == GPU_MEMORY else "whole units"
+        raise FieldError(
+            field_, f"{quantity!r}: {name} is counted in {unit}, not bytes; write a plain number, without Ki, Mi, Gi..."
+        )
+    if integer and is_integer_resource(name):
+        whole = parse_quantity(quantity, field_).denominator == 1 if scale_of(name) == 1 else amount % 1000 == 0
+        if not whole:
+            raise FieldError(field_, f"{quantity!r}: must be an integer ({name} is counted in whole units)")
+
+
+#: Resources no check applies to (the common ones, looked up first).
+_PLAIN_RESOURCES = frozenset({"cpu", "memory", "ephemeral-storage"})
+
+
+def queue_resources(value: Any, field_: str) -> Resources:
+    """A resource list read as a Queue's capability is (declared zeros kept, extended resources whole), for
+    what sets one outside a Queue manifest (a budget threshold's capability); raises FieldError."""
+    return _as_resource_list(value, field_, keep_zeros=True, integers=True)
+
+
+def resource_field(field_: str, name: str) -> str:
+    """The path of one resource in a resource list, as Kubernetes writes it: requests[nvidia.com/gpu]."""
+    return f"{field_}[{name}]"
 
 
 _canonical_memo: dict[tuple[str, str | int], int] = {}
@@ -522,7 +592,6 @@ def _as_timestamp(value: Any, field_: str) -> float:
     return moment.timestamp()
 
 
-_NAMESPACE_NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 _DURATION = re.compile(r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(ns|us|µs|μs|ms|s|m|h)")
 _DURATION_SECONDS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
 
@@ -586,12 +655,14 @@ class _Reader:
         value = self.read(_as_bool, data.get(key), _join(prefix, key), None)
         return default if value is None else value
 
-    def strings(self, data: Mapping[str, Any], prefix: str, key: str) -> dict[str, str]:
-        return self.read(_as_str_map, data.get(key), _join(prefix, key), {})
-
-    def resources(self, data: Mapping[str, Any], prefix: str, key: str, keep_zeros: bool = False) -> Resources | None:
-        """The resource list at data[key] (see _as_resources); keep_zeros keeps declared zero quantities."""
-        return self.read(lambda v, f: _as_resources(v, f, keep_zeros), data.get(key), _join(prefix, key), None)
+    def resources(
+        self, data: Mapping[str, Any], prefix: str, key: str, keep_zeros: bool = False, integers: bool = False
+    ) -> Resources | None:
+        """The resource list at data[key] (see _as_resources); keep_zeros keeps declared zero quantities,
+        integers requires whole extended resources."""
+        return self.read(
+            lambda v, f: _as_resources(v, f, keep_zeros, integers), data.get(key), _join(prefix, key), None
+        )
 
     def choice(self, data: Mapping[str, Any], prefix: str, key: str, enum: type[E], default: E) -> E:
         value = data.get(key)
@@ -625,10 +696,39 @@ def _metadata(doc: Mapping[str, Any], r: _Reader, default_name: str = "") -> _Me
     return _Meta(
         name=name,
         namespace=r.text(meta, "metadata", "namespace") or DEFAULT_NAMESPACE,
-        labels=r.strings(meta, "metadata", "labels"),
-        annotations=r.strings(meta, "metadata", "annotations"),
+        labels=r.read(_as_labels, meta.get("labels"), "metadata.labels", {}),
+        annotations=r.read(_as_annotations, meta.get("annotations"), "metadata.annotations", {}),
         created=r.read(_as_timestamp, meta.get("creationTimestamp"), "metadata.creationTimestamp", 0.0),
     )
+
+
+def _as_labels(value: Any, field_: str) -> dict[str, str]:
+    """metadata.labels as Kubernetes' ValidateLabels checks them: qualified-name keys, label values."""
+    labels = _as_str_map(value, field_)
+    for key, item in labels.items():
+        problem = qualified_name_problem(key)
+        if problem:
+            raise FieldError(field_, f"key {key[:80]!r}: {problem}")
+        problem = label_value_problem(item)
+        if problem:
+            raise FieldError(field_, f"value {item[:80]!r} of {key!r}: {problem}")
+    return labels
+
+
+def _as_annotations(value: Any, field_: str) -> dict[str, str]:
+    """metadata.annotations as Kubernetes' ValidateAnnotations checks them: qualified-name keys, at most
+    256 KiB in all (keys and values, in bytes)."""
+    annotations = _as_str_map(value, field_)
+    for key in annotations:
+        problem = qualified_name_problem(key)
+        if problem:
+            raise FieldError(field_, f"key {key[:80]!r}: {problem}")
+    size = sum(len(key.encode()) + len(item.encode()) for key, item in annotations.items())
+    if size > MAX_ANNOTATIONS_BYTES:
+        raise FieldError(
+            field_, f"{size:,} bytes: annotations may hold at most {MAX_ANNOTATIONS_BYTES:,} (256 KiB, keys and values)"
+        )
+    return annotations
 
 
 # --- Node -------------------------------------------------------------------------------------------
@@ -638,8 +738,8 @@ def _parse_node(doc: dict[str, Any], r: _Reader) -> Node:
     """A v1 Node: allocatable defaults to capacity; GPU cards come from the allocatable GPU resources."""
     meta = _metadata(doc, r)
     spec, status = r.mapping(doc, "", "spec"), r.mapping(doc, "", "status")
-    capacity = r.resources(status, "status", "capacity") or EMPTY
-    allocatable = r.resources(status, "status", "allocatable") if "allocatable" in status else capacity
+    capacity = r.resources(status, "status", "capacity", integers=True) or EMPTY
+    allocatable = r.resources(status, "status", "allocatable", integers=True) if "allocatable" in status else capacity
     allocatable = allocatable or EMPTY
     taints: tuple[Taint, ...] = r.read(_as_taints, spec.get("taints"), "spec.taints", ())
     return Node(
@@ -695,19 +795,19 @@ def _gpu_cards(allocatable: Resources, r: _Reader) -> tuple[int, ...]:
     for resource in (GPU_NUMBER, NVIDIA_GPU):
         if allocatable[resource] > MAX_GPU_CARDS * 1000:
             r.error(
-                f"status.allocatable.{resource}",
+                resource_field("status.allocatable", resource),
                 f"{allocatable[resource] // 1000} cards: a node has at most {MAX_GPU_CARDS} (each is tracked)",
             )
             return ()
     count_milli = allocatable[GPU_NUMBER] or allocatable[NVIDIA_GPU]
     count_resource = GPU_NUMBER if allocatable[GPU_NUMBER] else NVIDIA_GPU
     if count_milli % 1000:
-        r.error(f"status.allocatable.{count_resource}", "a GPU card count must be a whole number")
+        r.error(resource_field("status.allocatable", count_resource), "a GPU card count must be a whole number")
         return ()
     count, memory_mib = count_milli // 1000, allocatable[GPU_MEMORY] // 1000
     if memory_mib and not count:
         r.warn(
-            f"status.allocatable.{GPU_MEMORY}",
+            resource_field("status.allocatable", GPU_MEMORY),
             f"without {GPU_NUMBER} or {NVIDIA_GPU} the number of cards is unknown; GPU sharing is off here",
         )
         return ()
@@ -784,7 +884,7 @@ def _pod_from_spec(meta: _Meta, spec: Mapping[str, Any], prefix: str, r: _Reader
         requests=requests,
         labels=meta.labels,
         annotations=annotations,
-        node_selector=r.strings(spec, prefix, "nodeSelector"),
+        node_selector=r.read(_as_labels, spec.get("nodeSelector"), f"{prefix}.nodeSelector", {}),
         affinity=_read_affinity(spec, prefix, r),
         tolerations=r.read(_as_tolerations, spec.get("tolerations"), f"{prefix}.tolerations", ()),
         priority_class_name=r.text(spec, prefix, "priorityClassName") or annotations.get(PRIORITY_ANNOTATION, ""),
@@ -816,12 +916,29 @@ def _as_pod_requests(spec: Mapping[str, Any], prefix: str) -> Resources:
 
 
 def _as_container_requests(value: Any, field_: str) -> Resources:
+    """A container's requests, checked as Kubernetes' ValidateResourceRequirements checks them: resource
+    names a container may ask, whole extended resources, a request at most its limit (equal to it for an
+    extended resource or huge pages); a limit without a request is also the request."""
     container = _as_map(value, field_)
     resources = _as_map(container.get("resources"), f"{field_}.resources")
-    raw_requests = _as_map(resources.get("requests"), f"{field_}.resources.requests")
-    requests = _as_resource_list(raw_requests, f"{field_}.resources.requests")
-    limits = _as_resource_list(resources.get("limits"), f"{field_}.resources.limits")
-    return Resources({**{k: v for k, v in limits.items() if k not in raw_requests}, **requests})
+    paths = {key: f"{field_}.resources.{key}" for key in ("requests", "limits")}
+    raw = {key: _as_map(resources.get(key), path) for key, path in paths.items()}
+    for key, listed in raw.items():
+        for name in listed:
+            problem = container_resource_problem(str(name))
+            if problem:
+                raise FieldError(resource_field(paths[key], str(name)), problem)
+    requests = _as_resource_list(raw["requests"], paths["requests"], integers=True)
+    limits = _as_resource_list(raw["limits"], paths["limits"], integers=True)
+    for name in raw["requests"].keys() & raw["limits"].keys():
+        limit = raw["limits"][name]
+        if requests[name] != limits[name] and not is_overcommit_allowed(name):
+            raise FieldError(resource_field(paths["requests"], name), f"must be equal to {name} limit of {limit}")
+        if requests[name] > limits[name]:
+            raise FieldError(
+                resource_field(paths["requests"], name), f"must be less than or equal to {name} limit of {limit}"
+            )
+    return Resources({**{k: v for k, v in limits.items() if k not in raw["requests"]}, **requests})
 
 
 def _peak(a: Resources, b: Resources) -> Resources:
@@ -927,10 +1044,11 @@ def _parse_queue(doc: dict[str, Any], r: _Reader) -> Queue:
     return Queue(
         name=meta.name,
         weight=r.integer(spec, "spec", "weight", 1),
-        # A declared zero caps that resource at 0 (see Queue.capability_limits), so it is kept.
-        capability=r.resources(spec, "spec", "capability", keep_zeros=True),
-        deserved=r.resources(spec, "spec", "deserved"),
-        guarantee=r.resources(guarantee, "spec.guarantee", "resource") or EMPTY,
+        # A declared zero caps that resource at 0 (see Queue.capability_limits), so it is kept. Extended
+        # resources are whole numbers, as Volcano's queue webhook checks them.
+        capability=r.resources(spec, "spec", "capability", keep_zeros=True, integers=True),
+        deserved=r.resources(spec, "spec", "deserved", integers=True),
+        guarantee=r.resources(guarantee, "spec.guarantee", "resource", integers=True) or EMPTY,
         reclaimable=r.flag(spec, "spec", "reclaimable", True),
         parent=r.text(spec, "spec", "parent"),
         priority=r.integer(spec, "spec", "priority", 0),
@@ -951,7 +1069,7 @@ def _as_namespaces(value: Any, field_: str) -> tuple[str, ...]:
     if value is None:
         return ()
     names = tuple(name.strip() for name in _as_str(value, field_).split(","))
-    bad = [name for name in names if len(name) > 63 or not _NAMESPACE_NAME.fullmatch(name)]
+    bad = [name for name in names if not is_dns1123_label(name)]
     if bad:
         shown = ", ".join(map(repr, bad))
         raise FieldError(field_, f"{shown}: not a namespace name (up to 63 lowercase letters, digits and '-')")
@@ -974,6 +1092,7 @@ def _parse_podgroup(doc: dict[str, Any], r: _Reader) -> PodGroup:
         namespace=meta.namespace,
         queue=r.text(spec, "spec", "queue") or DEFAULT_QUEUE,
         min_member=r.integer(spec, "spec", "minMember", 1),
+        # Not integers: Volcano's PodGroup webhook does not check minResources.
         min_resources=r.resources(spec, "spec", "minResources") or EMPTY,
         min_task_member=r.read(_as_int_map, spec.get("minTaskMember"), "spec.minTaskMember", {}),
         priority_class_name=r.text(spec, "spec", "priorityClassName"),
@@ -1081,8 +1200,10 @@ def _parse_task(value: Any, index: int, job: _Meta, scheduler: str, r: _Reader) 
     meta = _Meta(
         name=f"{job.name}-{name}",
         namespace=job.namespace,
-        labels=r.strings(template_meta, f"{prefix}.template.metadata", "labels"),
-        annotations=r.strings(template_meta, f"{prefix}.template.metadata", "annotations"),
+        labels=r.read(_as_labels, template_meta.get("labels"), f"{prefix}.template.metadata.labels", {}),
+        annotations=r.read(
+            _as_annotations, template_meta.get("annotations"), f"{prefix}.template.metadata.annotations", {}
+        ),
         created=job.created,
     )
     spec_prefix = f"{prefix}.template.spec"
@@ -1192,7 +1313,7 @@ def _as_tiers(value: Any, field_: str) -> tuple[Tier, ...]:
     return tuple(tiers)
 
 
-#: Parsers by (API group, kind); the version is not checked, so v1alpha1 and v1beta1 both load.
+#: Parsers by (API group, kind); the version was checked against kinds.GROUPS before.
 _PARSERS: dict[tuple[str, str], Callable[[dict[str, Any], _Reader], Manifest]] = {
     ("", "Node"): _parse_node,
     ("", "Pod"): _parse_pod,

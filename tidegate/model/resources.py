@@ -42,7 +42,7 @@ class Resources(Mapping[str, int]):
         if not isinstance(spec, Mapping):
             raise FieldError(field, f"expected a map of resource name to quantity, got {spec!r}")
         return cls(
-            {str(name): to_canonical(str(name), value, f"{field}.{name}") for name, value in spec.items()},
+            {str(name): to_canonical(str(name), value, f"{field}[{name}]") for name, value in spec.items()},
             keep_zeros=keep_zeros,
         )
 

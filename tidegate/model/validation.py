@@ -12,13 +12,13 @@ queue's elastic share of cloud capacity. A guarantee above deserved or capabilit
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from tidegate.model.errors import ManifestError, Source
-from tidegate.model.manifests import QUEUE_NAME_ANNOTATION, ManifestSet, scheduler_conf_prefix
+from tidegate.model.manifests import QUEUE_NAME_ANNOTATION, ManifestSet, resource_field, scheduler_conf_prefix
+from tidegate.model.names import DNS1123_LABEL_RULE, DNS1123_SUBDOMAIN_RULE, is_dns1123_label, is_dns1123_subdomain
 from tidegate.model.objects import (
     DEFAULT_QUEUE,
     GROUP_NAME_ANNOTATIONS,
@@ -82,10 +82,6 @@ POLICY_ACTIONS = frozenset(
 )
 #: Kubernetes reserves priority values above this for system-* classes.
 MAX_USER_PRIORITY = 1_000_000_000
-_DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
-_DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
-_LABEL = "lowercase letters, digits and '-', at most 63"
-_SUBDOMAIN = "lowercase letters, digits, '-' and '.', at most 253"
 
 
 class _Object(Protocol):
@@ -142,13 +138,21 @@ def _name_errors(ms: ManifestSet) -> Iterator[ManifestError]:
     can be named in a URL, a key and the API server (a namespace "a/b" made a job no call could reach)."""
     for kind, objects, namespaced in _kinds(ms):
         for obj in objects:
-            if len(obj.name) > 253 or not _DNS1123_SUBDOMAIN.fullmatch(obj.name):
+            if not is_dns1123_subdomain(obj.name):
                 yield _error(
-                    obj, kind, "metadata.name", f"{obj.name[:80]!r} is not a DNS-1123 subdomain ({_SUBDOMAIN})"
+                    obj,
+                    kind,
+                    "metadata.name",
+                    f"{obj.name[:80]!r} is not a DNS-1123 subdomain ({DNS1123_SUBDOMAIN_RULE})",
                 )
             namespace = getattr(obj, "namespace", "") if namespaced else ""
-            if namespace and (len(namespace) > 63 or not _DNS1123_LABEL.fullmatch(namespace)):
-                yield _error(obj, kind, "metadata.namespace", f"{namespace[:80]!r} is not a DNS-1123 label ({_LABEL})")
+            if namespace and not is_dns1123_label(namespace):
+                yield _error(
+                    obj,
+                    kind,
+                    "metadata.namespace",
+                    f"{namespace[:80]!r} is not a DNS-1123 label ({DNS1123_LABEL_RULE})",
+                )
 
 
 def _duplicate_names(ms: ManifestSet) -> Iterator[ManifestError]:
@@ -224,7 +228,7 @@ class _QueueTree:
                     yield _error(
                         queue,
                         "Queue",
-                        f"spec.guarantee.resource.{name}",
+                        resource_field("spec.guarantee.resource", name),
                         f"guarantee {_amount(name, amount)} is above {what} {_amount(name, limit[name])}",
                     )
 
@@ -248,7 +252,7 @@ class _QueueTree:
                     yield _error(
                         queue,
                         "Queue",
-                        f"spec.capability.{name}",
+                        resource_field("spec.capability", name),
                         f"{_amount(name, amount)} is above parent queue {parent.name!r}'s capability "
                         f"{_amount(name, parent_limits[name])}",
                     )
@@ -275,7 +279,7 @@ class _QueueTree:
                     yield _error(
                         queue,
                         "Queue",
-                        f"spec.{what}.{name}",
+                        resource_field(f"spec.{what}", name),
                         f"{_amount(name, amount)} is below the {_amount(name, total[name])} its child queues add up to",
                     )
 
@@ -346,7 +350,7 @@ def _job_errors(job: Job, queues: _QueueTree) -> Iterator[ManifestError]:
         if task.name in seen:
             yield _error(job, "Job", f"{prefix}.name", f"duplicated task name {task.name!r}")
         seen.add(task.name)
-        if len(task.name) > 63 or not _DNS1123_LABEL.fullmatch(task.name):
+        if not is_dns1123_label(task.name):
             yield _error(
                 job, "Job", f"{prefix}.name", f"{task.name!r} is not a DNS-1123 label (a-z, 0-9, '-', at most 63)"
             )

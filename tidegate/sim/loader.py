@@ -11,10 +11,9 @@ from tidegate.autoscale.hpa import HPASpec
 from tidegate.autoscale.hpa_manifest import parse_hpa
 from tidegate.fleet.spec import ClusterSpec, NodePoolSpec
 from tidegate.lifecycle.policies import JobPolicy, job_policy
-from tidegate.model.errors import ManifestError, ManifestErrors, Source
-from tidegate.model.manifests import load_manifests
+from tidegate.model.errors import FieldError, ManifestError, ManifestErrors, Source
+from tidegate.model.manifests import load_manifests, queue_resources
 from tidegate.model.objects import Job, Queue, SchedulerConfiguration
-from tidegate.model.resources import Resources
 from tidegate.scheduler.admission import admission_errors
 from tidegate.sim.spec import (
     API_VERSION,
@@ -260,11 +259,10 @@ def _interruptions(sim: SimulationInput) -> list[ManifestError]:
             ):
                 message = "set weight, capability, state and/or maxReplicas"
                 out.append(ManifestError(source, "Scenario", name, field_, message))
-            for resource, quantity in (threshold.capability or {}).items():
-                try:
-                    Resources.parse({resource: quantity}, "capability")
-                except ValueError as exc:
-                    out.append(ManifestError(source, "Scenario", name, f"{field_}.capability", str(exc)))
+            try:
+                queue_resources(threshold.capability, f"{field_}.capability")
+            except FieldError as exc:
+                out.append(ManifestError(source, "Scenario", name, exc.field, exc.message))
     return out
 
 

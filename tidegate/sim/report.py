@@ -177,7 +177,8 @@ def _figures(results: list[RunResult]) -> list[tuple[str, str]]:
     spend_ax.set_title("cumulative cloud spend", fontsize=9)
     for ax in (nodes_ax, spend_ax):
         ax.set_xlabel("day")
-        ax.legend(fontsize=7)
+        if ax.get_legend_handles_labels()[0]:  # an IDC-only run has no cloud pool (matplotlib warns on none)
+            ax.legend(fontsize=7)
     figures.append(("Cloud nodes and spend over time", _png(fig)))
 
     fig, ax = _pyplot().subplots(figsize=(11, 3.2))

@@ -13,15 +13,16 @@ from pydantic import Field, ValidationError, ValidationInfo, field_validator
 
 from tidegate.fleet.spec import BudgetSpec, ClusterSpec, NodePoolSpec, Spec, bytes_quantity
 from tidegate.model.errors import ManifestError, Source
+from tidegate.model.kinds import SIMULATION_KINDS, TIDEGATE_API_VERSION
 from tidegate.model.manifests import MAX_JOB_PODS
 from tidegate.traces.records import GPUS_PER_NODE, MAX_TIME_S
 
-API_VERSION = "tidegate.io/v1alpha1"
+API_VERSION = TIDEGATE_API_VERSION
 #: Jobs a synthetic workload may draw (days x jobsPerDay): each is built and kept in memory.
 MAX_SYNTHETIC_JOBS = 10_000_000
 #: GPUs one synthetic job may ask: 10,000 pods (a vcjob's most) of 8 GPUs.
 MAX_SYNTHETIC_GPUS = GPUS_PER_NODE * MAX_JOB_PODS
-SIM_KINDS = ("Cluster", "NodePool", "Dataset", "Workload", "Scenario", "Simulation")
+SIM_KINDS = SIMULATION_KINDS
 
 
 class DatasetSpec(Spec):
