@@ -1,11 +1,18 @@
-"""Tiresias job traces: gangs split over 8-GPU servers, CPU and memory per GPU, malformed rows."""
+"""Tiresias job traces: gangs split over 8-GPU servers (or a simulation folder's), CPU and memory per GPU,
+malformed rows."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
+from sim_builders import write_elastic_sim
+from typer.testing import CliRunner
 
+from tidegate.cli.main import app
+from tidegate.sim.loader import load_simulation
+from tidegate.sim.workload import trace_jobs
 from tidegate.traces import (
     DEFAULT_CPU_MILLI_PER_GPU,
     DEFAULT_MEMORY_MIB_PER_GPU,
@@ -18,6 +25,7 @@ DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "tiresia
 needs_data = pytest.mark.skipif(not DATA.is_dir(), reason=f"shared trace data not found at {DATA}")
 
 HEADER = "job_id,num_gpu,submit_time,iterations,model_name,duration,interval\n"
+runner = CliRunner()
 
 
 def write(tmp_path: Path, text: str, name: str = "jobs.csv") -> Path:
@@ -107,3 +115,76 @@ def test_real_60_job_trace() -> None:
     assert (jobs[0].job_id, jobs[0].model_name, jobs[0].duration_s) == ("0", "vgg19", 164.0)
     assert (jobs[-1].job_id, jobs[-1].submit_s, jobs[-1].duration_s) == ("59", 1779.0, 122.0)
     assert max(job.duration_s for job in jobs) == 1800.0
+
+
+# --- the Tiresias reader's servers ------------------------------------------------------------------
+
+TIRESIAS_FOLDER = """apiVersion: scheduling.volcano.sh/v1beta1
+kind: Queue
+metadata: {name: dev}
+spec: {weight: 1}
+---
+apiVersion: tidegate.io/v1alpha1
+kind: Cluster
+metadata: {name: idc}
+spec: {type: idc}
+---
+apiVersion: tidegate.io/v1alpha1
+kind: NodePool
+metadata: {name: idc-t4}
+spec: {cluster: idc, count: 4, gpu: {product: T4, count: 4, memoryMiB: 15360}, cpu: "64", memory: 256Gi}
+---
+apiVersion: tidegate.io/v1alpha1
+kind: Workload
+metadata: {name: w}
+spec: {source: tiresias, path: jobs.csv, defaultQueue: dev%s}
+---
+apiVersion: tidegate.io/v1alpha1
+kind: Scenario
+metadata: {name: idc}
+spec: {quotas: elastic}
+---
+apiVersion: tidegate.io/v1alpha1
+kind: Simulation
+metadata: {name: s}
+spec: {workload: w, scenarios: [idc]}
+"""
+
+
+def tiresias_folder(tmp_path: Path, workload: str = "") -> Path:
+    """4 nodes of 4 GPUs and a Tiresias trace of 1, 4, 8 and 16-GPU jobs."""
+    folder = tmp_path / "tiresias"
+    folder.mkdir(parents=True)
+    (folder / "sim.yaml").write_text(TIRESIAS_FOLDER % workload)
+    (folder / "jobs.csv").write_text(
+        "job_id,num_gpu,submit_time,iterations,model_name,duration,interval\n"
+        "0,1,0,1,vgg19,600,0\n1,4,10,1,resnet50,600,0\n2,8,20,1,bert,600,0\n3,16,30,1,gpt2,600,0\n"
+    )
+    return folder
+
+
+def test_a_tiresias_trace_is_cut_into_pods_of_the_idc_s_servers(tmp_path: Path) -> None:
+    """On 4-GPU servers an 8-GPU job is 2 pods of 4 (it was one pod of 8 that no node could take)."""
+    out = tmp_path / "out"
+    result = runner.invoke(app, ["simulate", str(tiresias_folder(tmp_path)), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    (run,) = json.loads((out / "summary.json").read_text())["runs"]
+    assert (run["jobs_submitted"], run["jobs_completed"], run["jobs_unfinished"]) == (4, 4, 0)
+    assert run["warnings"] == []
+
+
+def test_a_workload_s_gpus_per_node_wins_over_the_idc_s(tmp_path: Path) -> None:
+    default = load_simulation([str(tiresias_folder(tmp_path / "a"))]).workloads["w"]
+    assert default.gpus_per_node == 4
+    assert [(job.pods, job.gpus_per_pod) for job in trace_jobs(default)] == [(1, 1), (1, 4), (2, 4), (4, 4)]
+    explicit = load_simulation([str(tiresias_folder(tmp_path / "b", ", gpusPerNode: 2"))]).workloads["w"]
+    assert [(job.pods, job.gpus_per_pod) for job in trace_jobs(explicit)] == [(1, 1), (2, 2), (4, 2), (8, 2)]
+
+
+def test_a_synthetic_job_larger_than_a_vcjob_of_the_idc_s_servers_is_an_error(tmp_path: Path) -> None:
+    folder = write_elastic_sim(tmp_path / "sim")
+    text = (folder / "all.yaml").read_text().replace("gpuCounts: {1: 0.3,", "gpuCounts: {20000: 0.1, 1: 0.3,")
+    (folder / "all.yaml").write_text(text.replace("  source: synthetic\n", "  source: synthetic\n  gpusPerNode: 1\n"))
+    result = runner.invoke(app, ["simulate", str(folder), "--out", str(tmp_path / "out")])
+    assert result.exit_code == 1
+    assert "Workload/w field spec.synthetic.gpuCounts: 20,000 GPUs: a job has at most 10,000" in result.output

@@ -12,7 +12,7 @@ from tidegate.autoscale.hpa_manifest import parse_hpa
 from tidegate.fleet.spec import ClusterSpec, NodePoolSpec
 from tidegate.lifecycle.policies import JobPolicy, job_policy
 from tidegate.model.errors import FieldError, ManifestError, ManifestErrors, Source
-from tidegate.model.manifests import load_manifests, queue_resources
+from tidegate.model.manifests import MAX_JOB_PODS, load_manifests, queue_resources
 from tidegate.model.objects import Job, Queue, SchedulerConfiguration
 from tidegate.scheduler.admission import admission_errors
 from tidegate.sim.spec import (
@@ -98,6 +98,7 @@ def load_simulation(paths: list[str]) -> SimulationInput:
     for source, doc in _with_bases(scenarios, errors):
         register("Scenario", doc, source)
     errors.extend(_references(sim))
+    errors.extend(_node_sizes(sim))
     errors.extend(_interruptions(sim))
     errors.extend(_job_templates(sim, ms.jobs))
     if errors:
@@ -215,6 +216,32 @@ def _references(sim: SimulationInput) -> list[ManifestError]:
                 hpa.name,
                 "spec.scaleTargetRef.name",
                 f"no NodePool has scaleTargetRef {hpa.target_kind}/{hpa.target_name}",
+            )
+    return out
+
+
+def _node_sizes(sim: SimulationInput) -> list[ManifestError]:
+    """Each Workload's GPUs a server (`spec.gpusPerNode`), filled in from the IDC pools when absent (the
+    largest GPU count a node, so a gang's pods fit the IDC's biggest servers); a synthetic GPU count must
+    then fit a vcjob's 10,000 pods of that size."""
+    out: list[ManifestError] = []
+    idc = [
+        pool.gpu.count
+        for pool in sim.pools.values()
+        if pool.gpu.count and getattr(sim.clusters.get(pool.cluster), "type", "") == "idc"
+    ]
+    for name, workload in sim.workloads.items():
+        if workload.gpus_per_node is None and idc:
+            workload = sim.workloads[name] = workload.model_copy(update={"gpus_per_node": max(idc)})
+        largest = workload.gpus_per_server * MAX_JOB_PODS
+        too_many = sorted(count for count in workload.synthetic.gpu_counts or () if count > largest)
+        if workload.source == "synthetic" and too_many:
+            message = (
+                f"{too_many[0]:,} GPUs: a job has at most {largest:,} ({MAX_JOB_PODS:,} pods of "
+                f"{workload.gpus_per_server} GPUs, a node's)"
+            )
+            out.append(
+                ManifestError(sim.sources[("Workload", name)], "Workload", name, "spec.synthetic.gpuCounts", message)
             )
     return out
 

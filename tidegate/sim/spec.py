@@ -14,7 +14,7 @@ from pydantic import Field, ValidationError, ValidationInfo, field_validator
 from tidegate.fleet.spec import BudgetSpec, ClusterSpec, NodePoolSpec, Spec, bytes_quantity
 from tidegate.model.errors import ManifestError, Source
 from tidegate.model.kinds import SIMULATION_KINDS, TIDEGATE_API_VERSION
-from tidegate.model.manifests import MAX_JOB_PODS
+from tidegate.model.manifests import MAX_GPU_CARDS, MAX_JOB_PODS
 from tidegate.traces.records import GPUS_PER_NODE, MAX_TIME_S
 
 API_VERSION = TIDEGATE_API_VERSION
@@ -114,11 +114,20 @@ class WorkloadSpec(Spec):
     checkpoint_size: str = "0"
     #: Datasets the jobs read, each job one, drawn by weight (seeded by synthetic.seed).
     datasets: list[DatasetShare] = Field(default_factory=list)
+    #: GPUs of one server, for a job the source gives in GPUs only (a Tiresias trace, the synthetic
+    #: generator): a job of more becomes a gang of pods of at most this many. Absent: the folder's IDC
+    #: pools' GPUs a node (the largest, when they differ), else 8 (`gpus_per_server`).
+    gpus_per_node: Annotated[int | None, Field(ge=1, le=MAX_GPU_CARDS)] = None
 
     @field_validator("checkpoint_size")
     @classmethod
     def _checkpoint_size(cls, value: str) -> str:
         return bytes_quantity(value)
+
+    @property
+    def gpus_per_server(self) -> int:
+        """`gpus_per_node`, or 8 when neither it nor the folder says (the loader fills it in from the IDC)."""
+        return self.gpus_per_node or GPUS_PER_NODE
 
 
 class BurstSpec(Spec):

@@ -123,7 +123,7 @@ def workload_records(spec: WorkloadSpec) -> tuple[list[TraceJob], list[str]]:
                 "creation_time and deletion_time a pod cannot be replayed"
             )
     elif spec.source == "tiresias":
-        jobs = read_tiresias(spec.path)
+        jobs = read_tiresias(spec.path, gpus_per_node=spec.gpus_per_server)
     elif spec.source == "helios":
         jobs = read_helios_jobs(spec.path)
     else:
@@ -146,6 +146,7 @@ def _synthetic(spec: WorkloadSpec) -> list[TraceJob]:
         overrides["duration_sigma"] = syn.duration_sigma
     if syn.duration_max_seconds:
         overrides["duration_max_s"] = syn.duration_max_seconds
+    overrides["gpus_per_node"] = spec.gpus_per_server
     if not mixes:
         config = SyntheticWorkload(
             days=syn.days,

@@ -2,9 +2,11 @@
 
 Header `job_id,num_gpu,submit_time,iterations,model_name,duration,interval`, times in seconds:
 `submit_time` is when the job arrives, `duration` how long it runs, `interval` the gap to the next
-arrival (redundant with submit_time, not used). The trace records GPUs only; it assumes servers of
-8 GPUs, so a job of `num_gpu` GPUs becomes a gang of ceil(num_gpu / 8) equal pods (see
-`records.split_gang`: 16 GPUs -> 2 pods of 8; 1..8 GPUs -> one pod). CPU and memory are not in the
+arrival (redundant with submit_time, not used). The trace records GPUs only, so the servers' size
+comes from the caller (`gpus_per_node`, 8 by default; a simulation's Workload gives its IDC's, see
+sim/spec.py): a job of `num_gpu` GPUs becomes a gang of
+ceil(num_gpu / gpus_per_node) equal pods (see `records.split_gang`: on 8-GPU servers 16 GPUs -> 2 pods
+of 8, 1..8 GPUs -> one pod; on 4-GPU servers 8 GPUs -> 2 pods of 4). CPU and memory are not in the
 trace and come per GPU from the keyword arguments (defaults in records.py).
 """
 
