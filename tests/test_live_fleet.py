@@ -227,11 +227,11 @@ def test_the_demo_folder_is_served_with_its_burst_scenario_and_without_its_job_t
     fleet = served_fleet(paths, ms, None)
     assert fleet.scenario == "elastic-burst"
     assert fleet.notes == [
-        "NodePool aliyun-a100-spot: spot interruptions are not drawn live; its nodes' agents report the "
+        "NodePool aws-p4d-spot: spot interruptions are not drawn live; its nodes' agents report the "
         "provider's (POST /nodes/<name>/interruption)"
     ]
     assert fleet.burst is not None and (fleet.burst.queue, fleet.burst.after_seconds) == ("burst-cloud", 600.0)
-    assert [p.name for p in fleet.pools] == ["idc-a100", "aliyun-a100-spot"]
+    assert [p.name for p in fleet.pools] == ["idc-a100", "aws-p4d-spot"]
     assert [h.name for h in fleet.hpas] == ["cloud-burst-hpa"]
     assert ms.jobs == []  # llm-finetune is the workload's policy template, not a job to run
     plane = ControlPlane.from_manifests(ms, SimClock(), None, fleet.pools, fleet.hpas, fleet.burst, fleet.budget)

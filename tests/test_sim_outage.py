@@ -89,6 +89,24 @@ def test_overlapping_cuts_restore_the_link_when_the_last_one_ends(tmp_path: Path
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
 
+def test_the_example_is_one_aws_cloud_and_loads_without_a_warning() -> None:
+    """It named its cloud aliyun while pricing and interrupting it as AWS, and its 300 s grace period
+    outlasted AWS's 120 s notice: `make demo` warned about its own example."""
+    for paths in (["hybrid-idc"], ["hybrid-idc", "hybrid-idc-mechanisms"]):
+        inp = load_simulation([str(EXAMPLES / path) for path in paths])
+        assert inp.warnings == []
+        (cloud,) = (name for name, cluster in inp.clusters.items() if cluster.type == "cloud")
+        assert (cloud, inp.clusters[cloud].provider, inp.clusters[cloud].region) == (
+            "aws-us-east-1",
+            "aws",
+            "us-east-1",
+        )
+        pool = inp.pools["aws-p4d-spot"]
+        assert pool.cluster == cloud and pool.interruption is not None and pool.interruption.region == "us-east-1"
+        assert inp.interruptions["aws-p4d-spot"].notice_s == 120.0
+        assert inp.policies["tidal-month"].grace_s <= 120.0
+
+
 def test_the_mechanisms_folder_turns_each_mechanism_off_in_turn() -> None:
     default = load_simulation([str(EXAMPLES / "hybrid-idc")])
     assert list(default.simulations) == ["hybrid-idc"]
