@@ -16,12 +16,10 @@ from tidegate.cli.main import app
 from tidegate.clock import SimClock
 from tidegate.live.control_plane import ControlPlane
 from tidegate.model.errors import ManifestError
-from tidegate.model.kinds import GROUPS, SIMULATION_KINDS, TIDEGATE_GROUP
 from tidegate.model.manifests import ManifestSet, load_objects, load_text
 from tidegate.model.names import MAX_ANNOTATIONS_BYTES, is_extended_resource
 from tidegate.model.resources import GPU_MEMORY, GPU_MILLI, GPU_NUMBER, NVIDIA_GPU
 from tidegate.server.app import create_app
-from tidegate.sim.spec import SIM_KINDS
 
 runner = CliRunner()
 
@@ -103,11 +101,6 @@ def test_an_api_version_a_known_group_does_not_serve_is_an_error_naming_those_it
     error = only_error(load_text(f"apiVersion: {api_version}\nkind: {kind}\nmetadata: {{name: x}}\n", "v.yaml"))
     assert (error.kind, error.field) == (kind, "apiVersion")
     assert error.message == f'no matches for kind "{kind}" in version "{api_version}": {served}'
-
-
-def test_the_simulation_kinds_are_the_tidegate_group_kinds_the_loader_knows() -> None:
-    assert SIM_KINDS == SIMULATION_KINDS
-    assert set(SIM_KINDS) <= set(GROUPS[TIDEGATE_GROUP].kinds)
 
 
 def test_validate_and_schedule_refuse_a_kind_typo(tmp_path: Path) -> None:
