@@ -125,7 +125,7 @@ def serve(
 
     sources = manifest_paths(paths, files)
     stdin = stdin_once(sources)
-    console, err = Console(), Console(stderr=True)
+    console, err = Console(soft_wrap=True), Console(stderr=True, soft_wrap=True)
     try:
         access = read_access(token_file) if token_file is not None else None
         tls = check_tls(tls_cert_file, tls_private_key_file)
@@ -210,13 +210,16 @@ def take_store(lease: StoreLease, standby: bool, console: Console, options: dict
     """Hold the store's lease before anything is loaded from it. Another server's lease is waited out
     while its record does not change (that server died); a change shows it alive, and then this one
     refuses to start (StoreError), or with `standby` waits until it stops, answering on its address
-    meanwhile (`standby_app`: alive, not ready)."""
+    meanwhile (`standby_app`: alive, not ready). A store that cannot be opened or reached, at first or
+    while waiting, is a StoreError naming it and why."""
     import uvicorn
 
     from tidegate.server.app import standby_app
 
     if lease.hold():
         return
+    if lease.error:  # the store cannot be opened or reached: no server holds it, none is waited for
+        raise StoreError(lease.error)
     answering, thread = None, None
     if standby:
         answering = uvicorn.Server(uvicorn.Config(standby_app(lambda: lease.seen_holder), **options))
@@ -225,6 +228,8 @@ def take_store(lease: StoreLease, standby: bool, console: Console, options: dict
     try:
         told = False
         while not lease.hold():
+            if lease.error:
+                raise StoreError(lease.error)
             if not standby and lease.renewals_seen:
                 raise StoreError(
                     f"store {lease.store.where} is in use by {lease.seen_holder}, which keeps renewing its hold: "
