@@ -135,6 +135,21 @@ def test_every_error_answer_is_a_kubernetes_status(tmp_path: Path, served_plane:
     assert read_status(answers["the object's state"][0].json()).details.kind == "Pod"
 
 
+def test_fastapi_s_own_request_validation_answers_a_status() -> None:
+    plane = ControlPlane.from_manifests(load_text(CLUSTER, "cluster.yaml"), SimClock())
+    app = create_app(plane)
+
+    @app.get("/count")  # the API's routes take strings only: a route that checks a query parameter
+    def count(n: int) -> int:
+        return n
+
+    reply = TestClient(app).get("/count", params={"n": "many"})
+    (cause,) = read_status(reply.json(), 422).details.causes
+    assert (cause.field, cause.reason) == ("query.n", "FieldValueInvalid") and "many" not in reply.text
+    (cause,) = read_status(TestClient(app).get("/count").json(), 422).details.causes
+    assert (cause.field, cause.reason) == ("query.n", "FieldValueRequired")
+
+
 def test_a_server_failure_and_a_standby_answer_a_status(served_plane: TestClient, monkeypatch: Any) -> None:
     client = served_plane
 

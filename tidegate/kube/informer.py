@@ -115,8 +115,8 @@ class Informer:
                 self._wake.clear()
 
     def _failed(self, exc: Exception) -> float:
-        """Record a failed attempt; the seconds to wait before the next. Logged on one line (a traceback only
-        for a failure that is not the API server's or the network's, at debug level)."""
+        """Record a failed attempt; the seconds to wait before the next. Logged on one line at info level (the
+        failed cycle says it: `tidegate kube`), its traceback at debug level."""
         with self._attempted:
             self.failures += 1
             self.error = describe(exc)
