@@ -47,13 +47,44 @@ def kube_apiserver(tmp: Path, rbac: bool = False) -> Iterator[Path]:
 
     With `rbac` the API server authorizes by RBAC (else it allows everything), and `SCHEDULER_TOKEN`
     authenticates as the service account `SCHEDULER_ACCOUNT` (see `user_kubeconfig`)."""
+    with restartable_kube_apiserver(tmp, rbac) as (kubeconfig, _):
+        yield kubeconfig
+
+
+class ApiServer:
+    """The kube-apiserver process of `restartable_kube_apiserver`: `stop` it (etcd keeps the cluster) and
+    `start` it again on the same address, certificates and tokens."""
+
+    def __init__(self, command: list[str], tmp: Path) -> None:
+        self.command, self.tmp = command, tmp
+        self.log = (tmp / "apiserver.log").open("a")
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        self.process = subprocess.Popen(self.command, stdout=self.log, stderr=subprocess.STDOUT)
+
+    def stop(self) -> None:
+        if self.process is not None:
+            _end(self.process)
+            self.process = None
+
+    def wait_ready(self, kubeconfig: Path) -> None:
+        """Until it answers (its certificate, written at its first start, is reused)."""
+        assert self.process is not None
+        api = config.new_client_from_config(config_file=str(kubeconfig))
+        _wait_ready(client.CoreV1Api(api), self.process, self.tmp)
+
+
+@contextmanager
+def restartable_kube_apiserver(tmp: Path, rbac: bool = False) -> Iterator[tuple[Path, ApiServer]]:
+    """`kube_apiserver`, also yielding its API server's process to stop and start again."""
     binaries_or_skip()
     etcd_client, etcd_peer, api_port = _free_port(), _free_port(), _free_port()
     accounts = f'{SCHEDULER_TOKEN},{SCHEDULER_ACCOUNT},scheduler,"system:serviceaccounts,system:authenticated"\n'
     (tmp / "tokens.csv").write_text(f"{TOKEN},admin,admin,system:masters\n" + (accounts if rbac else ""))
     subprocess.run(["openssl", "genrsa", "-out", str(tmp / "sa.key"), "2048"], check=True, capture_output=True)
     etcd_url, peer_url = f"http://127.0.0.1:{etcd_client}", f"http://127.0.0.1:{etcd_peer}"
-    logs = (tmp / "etcd.log").open("w"), (tmp / "apiserver.log").open("w")
+    etcd_log = (tmp / "etcd.log").open("w")
     etcd = subprocess.Popen(
         [
             str(BIN / "etcd"),
@@ -62,10 +93,10 @@ def kube_apiserver(tmp: Path, rbac: bool = False) -> Iterator[Path]:
             *("--listen-peer-urls", peer_url, "--initial-advertise-peer-urls", peer_url),
             *("--initial-cluster", f"t={peer_url}"),
         ],
-        stdout=logs[0],
+        stdout=etcd_log,
         stderr=subprocess.STDOUT,
     )
-    apiserver = subprocess.Popen(
+    apiserver = ApiServer(
         [
             str(BIN / "kube-apiserver"),
             f"--etcd-servers={etcd_url}",
@@ -81,13 +112,14 @@ def kube_apiserver(tmp: Path, rbac: bool = False) -> Iterator[Path]:
             f"--service-account-signing-key-file={tmp / 'sa.key'}",
             "--service-account-issuer=https://kubernetes.default.svc",
         ],
-        stdout=logs[1],
-        stderr=subprocess.STDOUT,
+        tmp,
     )
+    apiserver.start()
     kubeconfig = tmp / "kubeconfig"
     try:
+        assert apiserver.process is not None
         # the server's own self-signed certificate (and its CA), written at start: TLS is verified
-        ca = _wait_for(tmp / "certs" / "apiserver.crt", apiserver, tmp)
+        ca = _wait_for(tmp / "certs" / "apiserver.crt", apiserver.process, tmp)
         kubeconfig.write_text(
             f"""apiVersion: v1
 kind: Config
@@ -97,20 +129,24 @@ contexts: [{{name: t, context: {{cluster: t, user: t}}}}]
 current-context: t
 """
         )
+        apiserver.wait_ready(kubeconfig)
         api = config.new_client_from_config(config_file=str(kubeconfig))
-        _wait_ready(client.CoreV1Api(api), apiserver, tmp)
         _install_volcano_crds(client.ApiextensionsV1Api(api))
-        yield kubeconfig
+        yield kubeconfig, apiserver
     finally:
-        for process in (apiserver, etcd):
-            process.terminate()
-            try:
-                process.wait(10)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
-        for log in logs:
-            log.close()
+        apiserver.stop()
+        _end(etcd)
+        apiserver.log.close()
+        etcd_log.close()
+
+
+def _end(process: subprocess.Popen[bytes]) -> None:
+    process.terminate()
+    try:
+        process.wait(10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
 
 
 def eventually(check: Callable[[], bool], seconds: float = 20.0) -> bool:

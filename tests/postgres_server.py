@@ -20,6 +20,9 @@ import pytest
 
 #: Where Debian installs each PostgreSQL version's server programs.
 DEBIAN_POSTGRES = Path("/usr/lib/postgresql")
+#: A role whose password the server checks (every other role is trusted), with a database of its own of that
+#: name: for tests of a wrong password.
+PASSWORD_USER, PASSWORD = "tidegate_pw", "right-password"
 
 
 def server_programs() -> Path | None:
@@ -72,6 +75,8 @@ def postgres_server() -> Iterator[str]:
         cluster = data / "cluster"
         initdb = [str(programs / "initdb"), "-D", str(cluster), "-U", "postgres", "--auth=trust", "-E", "UTF8"]
         subprocess.run(_as_server_user(initdb), check=True, capture_output=True)
+        hba = cluster / "pg_hba.conf"  # the first matching line wins: PASSWORD_USER's password is checked
+        hba.write_text(f"host all {PASSWORD_USER} 127.0.0.1/32 scram-sha-256\n" + hba.read_text())
         with log.open("wb") as out:
             server = subprocess.Popen(
                 _as_server_user(
@@ -96,6 +101,9 @@ def postgres_server() -> Iterator[str]:
                 if server.poll() is not None or time.monotonic() > deadline:
                     raise RuntimeError(f"PostgreSQL did not start: {log.read_text()[-2000:]}") from None
                 time.sleep(0.1)
+        with psycopg.connect(f"host=127.0.0.1 port={port} user=postgres dbname=postgres", autocommit=True) as conn:
+            conn.execute(f"CREATE ROLE {PASSWORD_USER} LOGIN PASSWORD '{PASSWORD}'")
+            conn.execute(f"CREATE DATABASE {PASSWORD_USER} OWNER {PASSWORD_USER}")
         yield f"postgresql+psycopg://postgres@127.0.0.1:{port}/"
     finally:
         if server is not None:

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import json
+from importlib.metadata import version
 from pathlib import Path
 
+import pytest
 import yaml
+from sim_builders import write_sim
 from typer.testing import CliRunner
 
 from tidegate.cli.main import app
+from tidegate.server.app import GracefulServer
 
 SEED = str(Path(__file__).resolve().parents[1] / "examples" / "seed")
 runner = CliRunner()
@@ -188,3 +192,57 @@ def test_kube_refuses_a_config_file_it_cannot_use_before_touching_a_cluster(tmp_
     nodes.write_text("apiVersion: v1\nkind: Node\nmetadata: {name: n}\n")
     result = runner.invoke(app, ["kube", "--kubeconfig", str(tmp_path / "none"), "--config", str(nodes)])
     assert result.exit_code == 1 and "no SchedulerConfiguration in it" in result.output
+
+
+def test_version_is_the_installed_package_s() -> None:
+    for option in ("--version", "-V"):
+        result = runner.invoke(app, [option])
+        assert result.exit_code == 0 and result.stdout == f"tidegate {version('tidegate')}\n"
+
+
+def _small_simulation(folder: Path) -> Path:
+    return write_sim(folder, "a,u,vc1,1,4,1,COMPLETED,0,0,60,60,0\n", ["idc-only"])
+
+
+def test_simulate_names_the_simulations_there_are_for_an_unknown_name(tmp_path: Path) -> None:
+    folder = _small_simulation(tmp_path / "sim")
+    result = runner.invoke(app, ["simulate", str(folder), "--name", "ghost", "--out", str(tmp_path / "out")])
+    assert result.exit_code == 1
+    assert "no Simulation 'ghost'; the manifests have s" in result.stderr and "Traceback" not in result.output
+    assert not (tmp_path / "out").exists()  # refused before anything ran or was written
+
+
+def test_simulate_refuses_an_out_folder_it_cannot_write_before_running(tmp_path: Path) -> None:
+    folder = _small_simulation(tmp_path / "sim")
+    (tmp_path / "file").write_text("not a folder\n")
+    for out, message in (
+        (tmp_path / "file", f"--out {tmp_path / 'file'}: a file, not a folder"),
+        (tmp_path / "file" / "out", f"--out {tmp_path / 'file' / 'out'}: cannot make the folder: Not a directory"),
+    ):
+        result = runner.invoke(app, ["simulate", str(folder), "--out", str(out), "--workers", "1"])
+        assert result.exit_code == 1, result.output
+        assert message in result.stderr and "scenario idc-only" not in result.stderr  # no progress: nothing ran
+
+
+def test_simulate_and_serve_take_their_manifests_with_f_too(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    folder = _small_simulation(tmp_path / "sim")
+    result = runner.invoke(app, ["simulate", "-f", str(folder), "--out", str(tmp_path / "out"), "--workers", "1"])
+    assert result.exit_code == 0, result.output
+    assert json.loads((tmp_path / "out" / "summary.json").read_text())
+    served: list[object] = []
+    monkeypatch.setattr(GracefulServer, "run", lambda server: served.append(server.config))
+    monkeypatch.chdir(tmp_path)
+    result = runner.invoke(app, ["serve", "-f", "-", "--store", "memory"], input=CLUSTER)
+    assert result.exit_code == 0, result.output
+    assert "tidegate: 2 nodes, 1 queues" in result.stdout and served
+    result = runner.invoke(app, ["serve", "--store", "memory"])
+    assert result.exit_code == 2 and "no manifests" in result.output
+
+
+def test_simulate_reads_a_simulation_from_stdin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    folder = _small_simulation(tmp_path / "sim")
+    monkeypatch.chdir(folder)  # the workload's jobs.csv, relative to "-": the current folder
+    text = "---\n".join(path.read_text() for path in sorted(folder.glob("*.yaml")))
+    result = runner.invoke(app, ["simulate", "-f", "-", "--out", str(tmp_path / "out"), "--workers", "1"], input=text)
+    assert result.exit_code == 0, result.output
+    assert "idc-only" in result.stdout

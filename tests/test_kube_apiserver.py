@@ -5,6 +5,7 @@ alone; `tidegate kube` does the same from the command line."""
 from __future__ import annotations
 
 import hashlib
+import os
 import signal
 import subprocess
 import sys
@@ -15,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kube_apiserver import eventually, kube_apiserver
+import yaml
+from kube_apiserver import eventually, kube_apiserver, restartable_kube_apiserver
 from kubernetes import client, config
 
 from tidegate.fleet.burst import Burst
@@ -48,6 +50,19 @@ def cluster(kubeconfig: Path, request: pytest.FixtureRequest) -> Iterator[tuple[
     api = config.new_client_from_config(config_file=str(kubeconfig))
     core, custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
     namespace = "t-" + hashlib.sha1(request.node.nodeid.encode()).hexdigest()[:12]  # namespaces never go away here
+    _make_cluster(core, custom, namespace)
+    yield core, custom, namespace
+    for pod in core.list_namespaced_pod(namespace).items:
+        core.delete_namespaced_pod(pod.metadata.name, namespace, grace_period_seconds=0)
+    for group in custom.list_namespaced_custom_object(GROUP, VERSION, namespace, "podgroups")["items"]:
+        custom.delete_namespaced_custom_object(GROUP, VERSION, namespace, "podgroups", group["metadata"]["name"])
+    custom.delete_cluster_custom_object(GROUP, VERSION, "queues", "default")
+    for name in ("idc-0", "cloud-0"):
+        core.delete_node(name)
+
+
+def _make_cluster(core: client.CoreV1Api, custom: Any, namespace: str) -> None:
+    """The namespace, two 4-GPU nodes (one tainted cloud node) and the queue `default`."""
     core.create_namespace({"metadata": {"name": namespace}})
     for name, kind, taints in (("idc-0", "idc", []), ("cloud-0", "cloud-spot", [_cloud_taint()])):
         core.create_node(
@@ -69,14 +84,6 @@ def cluster(kubeconfig: Path, request: pytest.FixtureRequest) -> Iterator[tuple[
         "queues",
         {"apiVersion": f"{GROUP}/{VERSION}", "kind": "Queue", "metadata": {"name": "default"}, "spec": {"weight": 1}},
     )
-    yield core, custom, namespace
-    for pod in core.list_namespaced_pod(namespace).items:
-        core.delete_namespaced_pod(pod.metadata.name, namespace, grace_period_seconds=0)
-    for group in custom.list_namespaced_custom_object(GROUP, VERSION, namespace, "podgroups")["items"]:
-        custom.delete_namespaced_custom_object(GROUP, VERSION, namespace, "podgroups", group["metadata"]["name"])
-    custom.delete_cluster_custom_object(GROUP, VERSION, "queues", "default")
-    for name in ("idc-0", "cloud-0"):
-        core.delete_node(name)
 
 
 def _cloud_taint() -> dict[str, str]:
@@ -337,3 +344,60 @@ def test_a_waiting_podgroup_or_bare_pod_bursts_to_the_cloud_node_through_the_api
         assert _placed(core, namespace)["extra-0"][0] == "cloud-0"
     finally:
         custom.delete_cluster_custom_object(GROUP, VERSION, "queues", "burst-cloud")
+
+
+def test_tidegate_kube_reads_kubeconfig_merged_from_the_environment(
+    kubeconfig: Path, cluster: tuple[client.CoreV1Api, Any, str], tmp_path: Path
+) -> None:
+    core, _, namespace = cluster
+    _pod(core, namespace, "merged", 1, {})
+    document = yaml.safe_load(kubeconfig.read_text())
+    # as kubectl merges $KUBECONFIG: the first file to name a context or set current-context wins, files that
+    # do not exist are skipped, and the second file supplies the cluster and user the context names
+    first = {"contexts": document["contexts"], "current-context": "t", "clusters": [], "users": []}
+    second = {
+        "clusters": document["clusters"],
+        "users": document["users"],
+        "contexts": [{"name": "t", "context": {"cluster": "elsewhere", "user": "nobody"}}],
+        "current-context": "other",
+    }
+    (tmp_path / "first").write_text(yaml.safe_dump(first))
+    (tmp_path / "second").write_text(yaml.safe_dump(second))
+    listed = ":".join(str(tmp_path / name) for name in ("first", "missing", "second"))
+    command = [sys.executable, "-m", "tidegate.cli.main", "kube", "--cycles", "1"]
+    environment = {**os.environ, "KUBECONFIG": listed, "HOME": str(tmp_path)}
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120, env=environment)
+    assert done.returncode == 0, done.stderr
+    assert _placed(core, namespace) == {"merged": ("idc-0", "0")}
+
+
+def test_tidegate_kube_rides_out_an_api_server_that_stops_and_comes_back(tmp_path: Path) -> None:
+    (tmp_path / "kube").mkdir()
+    with restartable_kube_apiserver(tmp_path / "kube") as (kubeconfig, apiserver):
+        api = config.new_client_from_config(config_file=str(kubeconfig))
+        core, custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
+        _make_cluster(core, custom, "away")
+        _pod(core, "away", "before", 1, {})
+        log = tmp_path / "kube.log"
+        command = [sys.executable, "-m", "tidegate.cli.main", "kube", "--kubeconfig", str(kubeconfig)]
+        with log.open("w") as output:
+            scheduler = subprocess.Popen([*command, "--period", "0.2"], stdout=output, stderr=subprocess.STDOUT)
+        try:
+            assert eventually(lambda: _placed(core, "away").get("before", ("",))[0] == "idc-0", 60), log.read_text()
+            apiserver.stop()
+            assert eventually(lambda: "trying again in 4 s" in log.read_text(), 60), log.read_text()
+            apiserver.start()
+            apiserver.wait_ready(kubeconfig)
+            _pod(core, "away", "after", 1, {})
+            assert eventually(lambda: _placed(core, "away").get("after", ("",))[0] == "idc-0", 90), log.read_text()
+            assert scheduler.poll() is None, log.read_text()
+        finally:
+            scheduler.send_signal(signal.SIGTERM)
+            stopped = scheduler.wait(timeout=30)
+        text = log.read_text()
+        assert stopped == 0, text
+    failed = [line for line in text.splitlines() if line.startswith("cycle failed (")]
+    assert "Traceback" not in text and len(failed) < 20, text  # one line an attempt, not a traceback a call
+    waits = [float(line.rsplit("trying again in ", 1)[1].split()[0]) for line in failed]
+    assert waits[:3] == [1.0, 2.0, 4.0] and waits == sorted(waits), text  # doubling, while they fail
+    assert all("unreachable" in line or "broke" in line for line in failed), text

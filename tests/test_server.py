@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import socket
 import ssl
 import subprocess
@@ -30,8 +31,14 @@ from tidegate.model.manifests import load_text
 from tidegate.model.objects import Queue
 from tidegate.server.access import Access
 from tidegate.server.app import MAX_SUBMISSION_BYTES, GracefulServer, create_app
+from tidegate.server.status import Cause, read_status
 
 SEED = Path(__file__).resolve().parents[1] / "examples" / "seed"
+
+
+def _cause(reply: Any, code: int) -> Cause:
+    """The first cause of an error answer (a Status of that code)."""
+    return read_status(reply.json(), code).details.causes[0]
 
 
 @pytest.fixture
@@ -63,17 +70,22 @@ def test_jobs_submitted_in_a_batch_run_and_complete_through_the_api(served: tupl
 def test_bad_submissions_answer_422_naming_document_object_and_field(served: tuple[TestClient, ControlPlane]) -> None:
     client, plane = served
     response = client.post("/jobs", content=batch(vcjob("ok"), vcjob("lost", queue="nope")))
-    assert response.status_code == 422
-    (error,) = response.json()["errors"]
-    assert (error["file"], error["document"], error["kind"], error["name"], error["field"]) == (
+    refused = read_status(response.json(), 422)
+    assert response.status_code == 422 and refused.reason == "Invalid"
+    (error,) = refused.details.causes
+    assert (error.file, error.document, error.kind, error.name, error.field) == (
         "POST /jobs",
         1,
         "Job",
         "lost",
         "spec.queue",
     )
+    assert error.reason == "FieldValueInvalid" and error.text == refused.message
+    assert refused.message.startswith("POST /jobs: document 1: Job/lost field spec.queue: ")
+    assert (refused.details.kind, refused.details.name) == ("Job", "lost")
     assert plane.jobs == {}
-    assert client.post("/jobs", content="kind: [").status_code == 422
+    garbled = client.post("/jobs", content="kind: [")
+    assert garbled.status_code == 422 and read_status(garbled.json(), 422).details.causes[0].file == "POST /jobs"
 
 
 def test_a_queue_is_given_to_a_namespace_live_and_a_queue_made_in_memory_keeps_it(
@@ -84,15 +96,15 @@ def test_a_queue_is_given_to_a_namespace_live_and_a_queue_made_in_memory_keeps_i
     assert client.patch("/queues/dev", json=only_a).status_code == 200
     assert plane.core.ssn.queues["dev"].queue.namespaces == ("team-a",)
     refused = client.post("/jobs", content=vcjob("theirs"))
-    assert refused.status_code == 422 and refused.json()["errors"][0]["field"] == "spec.queue"
+    assert refused.status_code == 422 and _cause(refused, 422).field == "spec.queue"
     bad = client.patch("/queues/dev", json={"metadata": {"annotations": {"tidegate.io/namespaces": "Team A"}}})
-    assert bad.status_code == 422 and bad.json()["errors"][0]["field"] == "metadata.annotations.tidegate.io/namespaces"
+    assert bad.status_code == 422 and _cause(bad, 422).field == "metadata.annotations.tidegate.io/namespaces"
     emoji = client.patch("/queues/dev", json={"metadata": {"annotations": {"owner": "team \U0001f680"}}})
     assert emoji.status_code == 200 and emoji.json()["namespaces"] == ["team-a"]
     assert plane.queues["dev"].raw["metadata"]["annotations"]["owner"] == "team \U0001f680"
     for change in ({"kind": "Job"}, {"apiVersion": "v1"}):
         wrong = client.patch("/queues/dev", json=change)
-        assert wrong.status_code == 422 and wrong.json()["errors"][0]["field"] in ("kind", "apiVersion")
+        assert wrong.status_code == 422 and _cause(wrong, 422).field in ("kind", "apiVersion")
     made = Queue("teams", weight=2, namespaces=("team-a", "team-b"))
     assert parsed_queue(queue_manifest(made)).namespaces == made.namespaces
 
@@ -101,7 +113,9 @@ def test_a_submission_larger_than_the_cap_is_refused_unread(served: tuple[TestCl
     client, plane = served
     comments = b"# a comment\n" * (MAX_SUBMISSION_BYTES // 12 + 1)
     reply = client.post("/jobs", content=comments)
-    assert reply.status_code == 413 and "at most 8,388,608 bytes" in reply.json()["detail"]
+    too_large = read_status(reply.json(), 413)
+    assert reply.status_code == 413 and too_large.reason == "RequestEntityTooLarge"
+    assert too_large.message == "POST /jobs: a body is at most 8,388,608 bytes; send it in parts"
     chunked = client.post("/jobs", content=iter([comments[: len(comments) // 2], comments[len(comments) // 2 :]]))
     assert chunked.status_code == 413 and plane.jobs == {}
 
@@ -124,8 +138,9 @@ def test_a_queue_weight_is_patched_live(served: tuple[TestClient, ControlPlane])
     assert plane.core.ssn.queues["dev"].queue.weight == 10  # the scheduler's next cycle reads it
     assert 'tidegate_queue_weight{queue="dev"} 10.0' in client.get("/metrics").text
     bad = client.patch("/queues/dev", json={"spec": {"weight": "ten"}})
-    assert bad.status_code == 422 and bad.json()["errors"][0]["field"] == "spec.weight"
-    assert client.patch("/queues/nope", json={"spec": {"weight": 1}}).status_code == 404
+    assert bad.status_code == 422 and _cause(bad, 422).field == "spec.weight"
+    missing = client.patch("/queues/nope", json={"spec": {"weight": 1}})
+    assert missing.status_code == 404 and read_status(missing.json(), 404).details.name == "nope"
     assert client.get("/queues/dev").json()["spec"]["weight"] == 10
 
 
@@ -139,10 +154,10 @@ def test_errors_for_unknown_objects_and_refused_reports(served: tuple[TestClient
     for bad in ({"phase": "Lost"}, {"phase": []}, {"phase": {}}, {"phase": "Running", "message": {"a": 1}}, {}):
         reply = client.post("/pods/default/a-worker-0/status", json=bad)
         field = "message" if "message" in bad else "phase"
-        assert reply.status_code == 422 and reply.json()["detail"][0]["loc"][:2] == ["body", field]
+        assert reply.status_code == 422 and _cause(reply, 422).field == field
     for path, body in (("/links/aliyun", '{"up": NaN}'), ("/nodes/idc-a100-0/interruption", '{"notice_seconds": NaN}')):
         reply = client.request("PUT" if "links" in path else "POST", path, content=body)  # NaN: not strict JSON
-        assert reply.status_code == 422 and "input" not in reply.json()["detail"][0]
+        assert reply.status_code == 422 and "NaN" not in reply.text  # the input is not echoed
     for notice in ("Infinity", "-1", "0"):
         reply = client.post("/nodes/idc-a100-0/interruption", content=f'{{"notice_seconds": {notice}}}')
         assert reply.status_code == 422
@@ -153,9 +168,11 @@ def test_errors_for_unknown_objects_and_refused_reports(served: tuple[TestClient
 def test_healthz_fails_while_the_last_cycle_failed(served: tuple[TestClient, ControlPlane]) -> None:
     client, plane = served
     assert client.get("/healthz").status_code == 200
-    plane.last_error = "ZeroDivisionError: division by zero"
+    plane.last_error, plane.failed_cycles = "ZeroDivisionError: division by zero", 1
     reply = client.get("/healthz")
-    assert reply.status_code == 503 and reply.json()["error"] == plane.last_error
+    failed = read_status(reply.json(), 503)
+    assert reply.status_code == 503 and failed.reason == "ServiceUnavailable"
+    assert failed.message == f"the last scheduling cycle failed (1 so far): {plane.last_error}"
 
 
 def test_metrics_export_the_pending_duration_the_hpa_reads(served: tuple[TestClient, ControlPlane]) -> None:
@@ -234,6 +251,34 @@ def test_tidegate_serve_schedules_on_the_wall_clock(tmp_path: Path) -> None:
         assert patched["spec"]["weight"] == 10
     assert (tmp_path / "tidegate.db").is_file()  # state lives in the current directory unless told
     assert "state lives in sqlite:///tidegate.db" in log.read_text()
+
+
+def test_the_seed_s_curl_line_patches_a_queue_of_a_real_server(tmp_path: Path) -> None:
+    # `curl -X PATCH localhost:8080/queues/burst-cloud -d '{"spec":{"weight":10}}'`, byte for byte as curl
+    # sends it: -d makes the body a form (application/x-www-form-urlencoded), whatever it holds
+    with _serving(tmp_path, "--store", "memory") as (base, _):
+        host, port = base.removeprefix("http://").split(":")
+        body = b'{"spec":{"weight":10}}'
+        request = (
+            b"PATCH /queues/burst-cloud HTTP/1.1\r\n"
+            + f"Host: {host}:{port}\r\n".encode()
+            + b"User-Agent: curl/7.88.1\r\nAccept: */*\r\n"
+            + f"Content-Length: {len(body)}\r\n".encode()
+            + b"Content-Type: application/x-www-form-urlencoded\r\n\r\n"
+            + body
+        )
+        with socket.create_connection((host, int(port)), timeout=10) as connection:
+            connection.sendall(request)
+            answer = b""
+            while b"\r\n\r\n" not in answer:
+                answer += connection.recv(65536)
+            head, _, text = answer.partition(b"\r\n\r\n")
+            (length,) = re.findall(rb"(?im)^content-length: *(\d+)", head)
+            while len(text) < int(length):
+                text += connection.recv(65536)
+        assert head.startswith(b"HTTP/1.1 200 "), answer.decode()
+        assert json.loads(text)["spec"]["weight"] == 10
+        assert _call(f"{base}/queues/burst-cloud")["spec"]["weight"] == 10
 
 
 def test_tidegate_serve_refuses_a_bad_folder_naming_the_field(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -15,6 +15,7 @@ from tidegate.model.manifests import load_text
 from tidegate.server.access import Access, Principal, Right, read_access
 from tidegate.server.app import create_app
 from tidegate.server.audit import AuditLog
+from tidegate.server.status import read_status
 
 TOKENS = """# token,user,uid,"groups": Kubernetes' static token file
 root,ops,1,"tidegate:admin"
@@ -112,9 +113,10 @@ def test_a_team_token_submits_and_deletes_in_its_namespaces_only(api: tuple[Test
     mixed = _in("research", vcjob("a")) + "---\n" + _in("prod", vcjob("b"))
     refused = client.post("/jobs", content=mixed, headers=_as("team"))
     assert refused.status_code == 403
-    assert refused.json()["error"] == (
-        "POST /jobs#1: Job b: metadata.namespace prod: alice may submit to default, research only"
-    )
+    forbidden = read_status(refused.json(), 403)
+    said = "POST /jobs#1: Job b: metadata.namespace prod: alice may submit to default, research only"
+    assert forbidden.message == said
+    assert (forbidden.reason, forbidden.details.kind, forbidden.details.name) == ("Forbidden", "Job", "b")
     assert plane.jobs == {}  # all or nothing: the allowed document was not taken either
     accepted = client.post("/jobs", content=_in("research", vcjob("a")), headers=_as("team"))
     assert accepted.json() == {"accepted": ["research/a"]}

@@ -4,6 +4,8 @@ only what changed."""
 
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
 import sys
 import time
@@ -14,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from postgres_server import new_database, postgres_server
+from postgres_server import PASSWORD, PASSWORD_USER, new_database, postgres_server
 from sqlalchemy import event, func, select, text
 from test_live import CLUSTER, RECLAIMING, RESTART_ON_EVICTION, batch, vcjob
 from test_server import SEED, _call, _free_port
@@ -504,3 +506,66 @@ def test_a_holder_that_cannot_reach_its_store_keeps_the_lease_for_the_duration_o
     monkeypatch.undo()
     assert lease.hold()  # reachable again and nobody took it: held again
     store.close()
+
+
+#: Runs a command as root without the capabilities that let root write anywhere (so folder modes apply).
+WITHOUT_ROOT_S_OVERRIDE = ["setpriv", "--bounding-set=-dac_override,-dac_read_search", "--"]
+
+
+def _serve_refused(store: str, cwd: Path, as_user: bool = False) -> str:
+    """`tidegate serve` on the seed and `store`, as a process (`as_user`: as root without its permission
+    override, when root runs the tests); it must exit 1 at once: its output, on one line."""
+    command = [sys.executable, "-m", "tidegate.cli.main", "serve", str(SEED), "--port", str(_free_port())]
+    command = [*WITHOUT_ROOT_S_OVERRIDE, *command] if as_user and os.geteuid() == 0 else command
+    done = subprocess.run([*command, "--store", store], capture_output=True, text=True, timeout=60, cwd=cwd)
+    assert done.returncode == 1, done.stdout + done.stderr
+    output = done.stdout + done.stderr
+    assert "Traceback" not in output and "store held by" not in output
+    return " ".join(output.split())
+
+
+@pytest.mark.parametrize(
+    ("where", "message"),
+    [
+        ("folder", "{path} is a folder, not a SQLite file"),
+        ("missing/state.db", "the folder {tmp}/missing does not exist"),
+        ("notes.txt", "{path} is not a SQLite database"),
+        ("notes.txt/state.db", "{tmp}/notes.txt is not a folder"),
+    ],
+)
+def test_tidegate_serve_names_a_sqlite_store_it_cannot_open(tmp_path: Path, where: str, message: str) -> None:
+    (tmp_path / "folder").mkdir()
+    (tmp_path / "notes.txt").write_text("these are notes, not a database\n")
+    path = tmp_path / where
+    for store in (str(path), f"sqlite:///{path}"):
+        said = _serve_refused(store, tmp_path)
+        assert f"error: store sqlite:///{path}: {message.format(path=path, tmp=tmp_path)}" in said
+    assert not (tmp_path / "missing").exists() and (tmp_path / "notes.txt").read_text().startswith("these")
+
+
+def test_tidegate_serve_names_a_sqlite_folder_it_may_not_write(tmp_path: Path) -> None:
+    if os.geteuid() == 0 and shutil.which("setpriv") is None:
+        pytest.skip("root may write anywhere, and there is no setpriv to run the server without that right")
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o555)
+    said = _serve_refused(str(locked / "state.db"), tmp_path, as_user=True)
+    assert f"store sqlite:///{locked / 'state.db'}: the folder {locked} is not writable" in said
+    assert list(locked.iterdir()) == []
+
+
+def test_tidegate_serve_names_a_postgresql_store_it_cannot_reach(tmp_path: Path, postgres: str) -> None:
+    port = _free_port()  # nothing listens there
+    said = _serve_refused(f"postgresql+psycopg://postgres:s3cret@127.0.0.1:{port}/tidegate", tmp_path)
+    assert f"error: store postgresql+psycopg://postgres:***@127.0.0.1:{port}/tidegate: " in said
+    assert "Connection refused" in said and "s3cret" not in said
+    server = postgres.removeprefix("postgresql+psycopg://postgres@").rstrip("/")
+    wrong = f"postgresql+psycopg://{PASSWORD_USER}:wrong@{server}/postgres"
+    said = _serve_refused(wrong, tmp_path)
+    assert f"store postgresql+psycopg://{PASSWORD_USER}:***@{server}/postgres: " in said
+    assert f'password authentication failed for user "{PASSWORD_USER}"' in said
+    right = Store(f"postgresql+psycopg://{PASSWORD_USER}:{PASSWORD}@{server}/{PASSWORD_USER}")
+    try:
+        assert right.lease_record() is None  # the same server and role, with its password: opened
+    finally:
+        right.close()

@@ -61,11 +61,13 @@ def kube(
     ] = 0,
 ) -> None:
     """Schedule a Kubernetes cluster: bind its Volcano PodGroups' pods, write their status (see docs/kube.md)."""
-    console, err = Console(), Console(stderr=True)
+    console, err = Console(soft_wrap=True), Console(stderr=True, soft_wrap=True)
     try:  # the Kubernetes client is an extra, and loads only here
         from kubernetes import client
 
         from tidegate.kube.api import KubeApi
+        from tidegate.kube.failures import backoff, describe, expected
+        from tidegate.kube.kubeconfig import KubeconfigError
         from tidegate.kube.lease import Lease
         from tidegate.kube.metrics import Heartbeat, serve_metrics
         from tidegate.kube.scheduler import ClusterScheduler
@@ -73,6 +75,8 @@ def kube(
         fail(err, [f"{exc}: install the Kubernetes client with pip install 'tidegate[kube]'"])
         raise typer.Exit(1) from exc
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # urllib3 warns of each retry of a refused connection: the failed cycle says it once (below)
+    logging.getLogger("urllib3.connectionpool").setLevel(logging.ERROR)
     configuration = SchedulerConfiguration()
     if config is not None:
         ms = load_manifests([config])
@@ -85,7 +89,11 @@ def kube(
             fail(err, [f"{config}: no SchedulerConfiguration in it"])
             raise typer.Exit(1)
         configuration = ms.configurations[0]
-    api = KubeApi(kubeconfig, context, watch)
+    try:
+        api = KubeApi(kubeconfig, context, watch)
+    except KubeconfigError as exc:
+        fail(err, [exc])
+        raise typer.Exit(1) from exc
     burst = Burst(burst_queue, burst_after) if burst_queue else None
     scheduler = ClusterScheduler(api, configuration, scheduler_name, burst)
     lease = None
@@ -96,37 +104,54 @@ def kube(
     if metrics_port:
         serve_metrics(scheduler, metrics_port, heartbeat)
         console.print(f"tidegate: metrics on http://0.0.0.0:{metrics_port}/metrics, liveness at /healthz")
-    console.print(f"tidegate: scheduling pods of schedulerName {scheduler_name}, a cycle every {period:g} s")
-    done, led = 0, False
+    console.print(
+        f"tidegate: scheduling pods of schedulerName {scheduler_name} on {api.host}, a cycle every {period:g} s",
+        highlight=False,
+    )
+    done, led, failures = 0, False, 0
     signal.signal(signal.SIGTERM, _stop)  # the kubelet stops a pod with SIGTERM: release the lease first
     try:
         while True:
             started = time.monotonic()
             heartbeat.beat()
+            failure = ""
             if lease is not None and not lease.hold():
                 if led:
                     err.print(f"lost the lease {lock_namespace}/{lock_name}: stopping", highlight=False)
                     raise typer.Exit(1)
-                time.sleep(period)
-                continue  # another replica schedules
-            if lease is not None and not led:
+                if not lease.error:
+                    time.sleep(period)
+                    continue  # another replica schedules
+                failure = f"leader election: {lease.error}"
+            if lease is not None and not failure and not led:
                 console.print(f"tidegate: leading as {lease.identity}", highlight=False)
-            led = lease is not None
-            try:
-                decisions = scheduler.step(time.time())
-                if decisions.binds or decisions.evictions:
-                    console.print(
-                        f"cycle {scheduler.cycles}: {len(decisions.binds)} bound, {len(decisions.evictions)} evicted",
-                        highlight=False,
-                    )
-            except Exception as exc:  # the loop outlives a bad cycle (the API server away, say)
-                scheduler.failed_cycles += 1
-                logging.getLogger("tidegate.kube").exception("cycle failed")
-                err.print(f"cycle failed: {type(exc).__name__}: {exc}", highlight=False)
+                led = True
+            if not failure:
+                try:
+                    decisions = scheduler.step(time.time())
+                    if decisions.binds or decisions.evictions:
+                        console.print(
+                            f"cycle {scheduler.cycles}: {len(decisions.binds)} bound, "
+                            f"{len(decisions.evictions)} evicted",
+                            highlight=False,
+                        )
+                except Exception as exc:  # the loop outlives a bad cycle (the API server away, say)
+                    scheduler.failed_cycles += 1
+                    failure = describe(exc)
+                    if not expected(exc):  # tidegate's own failure: its traceback, once an attempt
+                        logging.getLogger("tidegate.kube").exception("cycle failed")
             done += 1
+            failures = failures + 1 if failure else 0
+            if failure:  # one line an attempt, and a wait that doubles while they fail
+                wait = backoff(failures)
+                again = "" if cycles and done >= cycles else f"; trying again in {wait:g} s"
+                err.print(f"cycle failed ({failures} in a row): {failure}{again}", highlight=False)
             if cycles and done >= cycles:
+                if failure:
+                    raise typer.Exit(1)
                 return
-            time.sleep(max(period - (time.monotonic() - started), 0.0))
+            rest = max(period - (time.monotonic() - started), 0.0)
+            time.sleep(max(backoff(failures), rest) if failure else rest)
     finally:
         if lease is not None:
             lease.release()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from enum import StrEnum
+from importlib.metadata import version as installed_version
 from typing import Annotated
 
 import typer
@@ -15,6 +16,7 @@ from tidegate.cli.manifest_snapshot import prepare
 from tidegate.cli.output import fail, render, warn
 from tidegate.cli.serve import serve
 from tidegate.cli.simulate import simulate
+from tidegate.cli.sources import FILES_HELP
 from tidegate.model.manifests import load_manifests
 from tidegate.scheduler.scheduler import schedule as run_schedule
 
@@ -24,7 +26,24 @@ app = typer.Typer(
     add_completion=False,
 )
 app.add_typer(experiment_app, name="experiment")
-FILES_HELP = "Manifest files or folders (like kubectl apply -f); '-' reads standard input."
+
+
+def _print_version(asked: bool) -> None:
+    if asked:
+        typer.echo(f"tidegate {installed_version('tidegate')}")
+        raise typer.Exit()
+
+
+@app.callback()
+def main(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", "-V", is_eager=True, callback=_print_version, help="Print tidegate's version and exit."
+        ),
+    ] = False,
+) -> None:
+    """tidegate: a Volcano-compatible scheduler for GPU fleets spanning an IDC and public clouds."""
 
 
 class Format(StrEnum):

@@ -8,13 +8,14 @@ import time
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, TextIO
 
 import typer
 from rich.console import Console
 
 from tidegate.autoscale.hpa import HPASpec
 from tidegate.cli.output import fail, warn
+from tidegate.cli.sources import FILES_HELP, manifest_paths, stdin_once
 from tidegate.clock import WallClock
 from tidegate.fleet.burst import Burst
 from tidegate.fleet.pool import Pool
@@ -42,8 +43,10 @@ LOOPBACK = ("127.0.0.1", "::1", "localhost")
 
 def serve(
     paths: Annotated[
-        list[str], typer.Argument(help="Manifest files or folders: Nodes, Queues, PriorityClasses, a configuration.")
-    ],
+        list[str] | None,
+        typer.Argument(help="Manifest files or folders: Nodes, Queues, PriorityClasses, a configuration."),
+    ] = None,
+    files: Annotated[list[str] | None, typer.Option("-f", "--filename", help=FILES_HELP)] = None,
     host: Annotated[str, typer.Option("--host", help="Address to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", min=0, max=65535, help="Port to listen on.")] = 8080,
     period: Annotated[
@@ -120,7 +123,9 @@ def serve(
     from tidegate.server.app import GracefulServer, create_app
     from tidegate.store.sql import Store
 
-    console, err = Console(), Console(stderr=True)
+    sources = manifest_paths(paths, files)
+    stdin = stdin_once(sources)
+    console, err = Console(soft_wrap=True), Console(stderr=True, soft_wrap=True)
     try:
         access = read_access(token_file) if token_file is not None else None
         tls = check_tls(tls_cert_file, tls_private_key_file)
@@ -134,7 +139,7 @@ def serve(
         )
     elif tls is None and host not in LOOPBACK:
         warn(err, [f"the API on {host} is plain HTTP: its bearer token crosses the network readable (--tls-cert-file)"])
-    ms = load_manifests(paths)
+    ms = load_manifests(sources, stdin=stdin())
     warn(err, ms.warnings)
     clock = WallClock(start=time.time())
     lease = None
@@ -143,7 +148,7 @@ def serve(
     options: dict[str, Any] = {"host": host, "port": port, "log_level": "warning", "ssl_certfile": cert}
     options["ssl_keyfile"] = key
     try:
-        fleet = served_fleet(paths, ms, scenario)
+        fleet = served_fleet(sources, ms, scenario, stdin())
         warn(err, fleet.notes)
         opened = None if store == MEMORY else Store(store_url(store))
         if opened is not None:
@@ -205,13 +210,16 @@ def take_store(lease: StoreLease, standby: bool, console: Console, options: dict
     """Hold the store's lease before anything is loaded from it. Another server's lease is waited out
     while its record does not change (that server died); a change shows it alive, and then this one
     refuses to start (StoreError), or with `standby` waits until it stops, answering on its address
-    meanwhile (`standby_app`: alive, not ready)."""
+    meanwhile (`standby_app`: alive, not ready). A store that cannot be opened or reached, at first or
+    while waiting, is a StoreError naming it and why."""
     import uvicorn
 
     from tidegate.server.app import standby_app
 
     if lease.hold():
         return
+    if lease.error:  # the store cannot be opened or reached: no server holds it, none is waited for
+        raise StoreError(lease.error)
     answering, thread = None, None
     if standby:
         answering = uvicorn.Server(uvicorn.Config(standby_app(lambda: lease.seen_holder), **options))
@@ -220,6 +228,8 @@ def take_store(lease: StoreLease, standby: bool, console: Console, options: dict
     try:
         told = False
         while not lease.hold():
+            if lease.error:
+                raise StoreError(lease.error)
             if not standby and lease.renewals_seen:
                 raise StoreError(
                     f"store {lease.store.where} is in use by {lease.seen_holder}, which keeps renewing its hold: "
@@ -288,7 +298,7 @@ def check_tls(cert: Path | None, key: Path | None) -> tuple[str, str] | None:
     return str(cert), str(key)
 
 
-def served_fleet(paths: list[str], ms: ManifestSet, scenario: str | None) -> ServedFleet:
+def served_fleet(paths: list[str], ms: ManifestSet, scenario: str | None, stdin: TextIO | None = None) -> ServedFleet:
     """A simulation folder's fleet as served live: node pools (IDC pools' nodes at once, cloud pools sized by
     their HPAs), the chosen Scenario's quotas (static quotas rewrite `ms.queues`), cloud burst and budget.
     A folder of Nodes alone gives no pools. Raises ManifestErrors or BadParameter."""
@@ -296,7 +306,7 @@ def served_fleet(paths: list[str], ms: ManifestSet, scenario: str | None) -> Ser
         if scenario is not None:
             raise typer.BadParameter("the folder has no NodePools: --scenario needs a simulation folder")
         return ServedFleet(notes=[f"skipped {s.kind}/{s.name} ({s.source}): not served live" for s in ms.skipped])
-    inp = load_simulation(paths)
+    inp = load_simulation(paths, stdin)
     name, chosen = _scenario(inp.scenarios, scenario)
     queues, pools = scenario_fleet(inp, chosen)
     ms.queues = queues

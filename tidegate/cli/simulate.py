@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Annotated
 
@@ -10,14 +11,18 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
 from tidegate.cli.output import fail, warn
+from tidegate.cli.sources import FILES_HELP, manifest_paths, stdin_once
 from tidegate.model.errors import ManifestErrors
 from tidegate.sim.loader import load_simulation
 from tidegate.sim.report import summary_table, write_html, write_summary
-from tidegate.sim.run import run_simulation
+from tidegate.sim.run import chosen_simulation, run_simulation
 
 
 def simulate(
-    paths: Annotated[list[str], typer.Argument(help="Simulation folder(s) or files: queues, pools, HPA, workload.")],
+    paths: Annotated[
+        list[str] | None, typer.Argument(help="Simulation folder(s) or files: queues, pools, HPA, workload.")
+    ] = None,
+    files: Annotated[list[str] | None, typer.Option("-f", "--filename", help=FILES_HELP)] = None,
     out: Annotated[Path, typer.Option("--out", help="Folder for summary.json and report.html.")] = Path("out"),
     name: Annotated[str | None, typer.Option("--name", help="Which Simulation manifest to run.")] = None,
     workers: Annotated[
@@ -25,14 +30,19 @@ def simulate(
     ] = 0,
 ) -> None:
     """Simulate every scenario on the same workload; print them side by side and write a report."""
+    sources = manifest_paths(paths, files)
     console, err = Console(), Console(stderr=True)
     try:
-        inp = load_simulation(paths)
+        inp = load_simulation(sources, stdin=stdin_once(sources)())
+        chosen_simulation(inp, name)  # an unknown --name is refused before anything runs
+        ready_out(out)
     except ManifestErrors as exc:
         fail(err, exc.errors)
         raise typer.Exit(1) from exc
+    except ValueError as exc:
+        fail(err, [exc])
+        raise typer.Exit(1) from exc
     warn(err, inp.warnings)
-    out.mkdir(parents=True, exist_ok=True)
     with Progress(
         TextColumn("{task.description}"),
         BarColumn(),
@@ -60,5 +70,18 @@ def simulate(
         console.width = max(console.width, console.measure(table, options=console.options.update_width(500)).maximum)
     console.print(table)
     summary = write_summary(results, out)
-    report = write_html(results, out, f"tidegate simulate {' '.join(paths)}")
+    report = write_html(results, out, f"tidegate simulate {' '.join(sources)}")
     console.print(f"wrote {summary} and {report}", highlight=False)
+
+
+def ready_out(out: Path) -> None:
+    """Make the report folder now, so that one that cannot be written is refused before a simulation runs
+    (ValueError naming it)."""
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"--out {out}: a file, not a folder (summary.json and report.html are written in it)")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ValueError(f"--out {out}: cannot make the folder: {exc.strerror or exc}") from exc
+    if not os.access(out, os.W_OK | os.X_OK):
+        raise ValueError(f"--out {out}: the folder is not writable")

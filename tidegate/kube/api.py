@@ -15,11 +15,12 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any, Protocol
 
-from kubernetes import client, config
+from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from tidegate.fleet.pool import CLOUD_TOLERATION
 from tidegate.kube.informer import Informer, documents
+from tidegate.kube.kubeconfig import api_client
 from tidegate.model.manifests import QUEUE_NAME_ANNOTATION
 from tidegate.model.objects import GPU_INDEX_ANNOTATION, TaintEffect
 
@@ -85,15 +86,14 @@ class KubeApi:
     read costs no API call. Without it every read lists the cluster."""
 
     def __init__(self, kubeconfig: str | None = None, context: str | None = None, watch: bool = True) -> None:
-        if kubeconfig:
-            api_client = config.new_client_from_config(config_file=kubeconfig, context=context)  # type: ignore[no-untyped-call]
-        else:
-            config.load_incluster_config()  # type: ignore[no-untyped-call]
-            api_client = client.ApiClient()
-        self.client = api_client
-        self.core = client.CoreV1Api(api_client)
-        self.scheduling = client.SchedulingV1Api(api_client)
-        self.custom = client.CustomObjectsApi(api_client)
+        """The cluster as kubectl finds it (`tidegate.kube.kubeconfig`: --kubeconfig, $KUBECONFIG,
+        ~/.kube/config, the pod's service account); raises KubeconfigError saying why it cannot."""
+        self.client = api_client(kubeconfig, context)
+        #: The API server's address, as messages name it.
+        self.host = str(self.client.configuration.host)
+        self.core = client.CoreV1Api(self.client)
+        self.scheduling = client.SchedulingV1Api(self.client)
+        self.custom = client.CustomObjectsApi(self.client)
         volcano = f"{VOLCANO_GROUP}/{VOLCANO_VERSION}"
         custom = partial(self.custom.list_cluster_custom_object, VOLCANO_GROUP, VOLCANO_VERSION)
         #: What a read returns, kind by kind, in this order, and how to list each.
@@ -116,13 +116,12 @@ class KubeApi:
             for informer in self.informers:
                 informer.start()
         for informer in self.informers:
-            if not informer.synced.wait(SYNC_SECONDS):
-                raise TimeoutError(f"{informer.kind}s not listed within {SYNC_SECONDS:g} s")
+            informer.ready(SYNC_SECONDS)  # Unreachable while its last list or watch failed
         return [doc for informer in self.informers for doc in informer.items()]
 
     def version(self) -> int | None:
-        if not self.watch or not self.informers:
-            return None
+        if not self.watch or not self.informers or any(informer.error for informer in self.informers):
+            return None  # listing every cycle, or a watch failing: the objects may have changed unseen
         return sum(informer.changes for informer in self.informers)
 
     def close(self) -> None:

@@ -2,10 +2,13 @@
 store: reading them costs no API call, so a cycle on a large cluster does not pay a full listing.
 
 A watch that ends (its timeout) is resumed from the last resourceVersion seen; one the API server no longer
-has (410 Gone) starts over from a list, as does any other error after a short pause. Objects are kept as
-the JSON documents the API server sent, with their apiVersion and kind. `stop` shuts the open watch's
-socket, so the thread ends at once rather than at the watch's timeout: a process that stops must not
-leave it blocked in a read while the interpreter shuts down.
+has (410 Gone) starts over from a list, as does any other error, after a backoff that doubles with each
+failure in a row (1 s up to 30 s, as client-go's reflector backs off). While the last attempt failed
+(`error`), the objects may be stale: `ready` then tries again at once and, failing, raises `Unreachable`,
+so a scheduling cycle does not run on them. Objects are kept as the JSON documents the API server sent,
+with their apiVersion and kind. `stop` shuts the open watch's socket, so the thread ends at once rather
+than at the watch's timeout: a process that stops must not leave it blocked in a read while the
+interpreter shuts down.
 """
 
 from __future__ import annotations
@@ -20,11 +23,11 @@ from typing import Any
 from kubernetes.client.exceptions import ApiException
 from kubernetes.watch.watch import iter_resp_lines
 
+from tidegate.kube.failures import Unreachable, backoff, describe
+
 _log = logging.getLogger(__name__)
 #: Seconds a watch request stays open before it is resumed (the API server ends it by then anyway).
 WATCH_SECONDS = 60
-#: Seconds to wait after an error before listing again.
-RETRY_SECONDS = 1.0
 GONE = 410
 
 
@@ -42,6 +45,15 @@ class Informer:
         self._lock = threading.Lock()
         self.synced = threading.Event()
         self._stop = threading.Event()
+        #: Set to end a backoff's wait early (`ready` asks for an attempt now).
+        self._wake = threading.Event()
+        #: Notified after every list attempt and failure (`attempts` counts them).
+        self._attempted = threading.Condition()
+        self.attempts = 0
+        #: Why the last attempt (a list, or the watch after it) failed; "" once a list succeeds again.
+        self.error = ""
+        #: Attempts failed in a row (the backoff's exponent).
+        self.failures = 0
         self._response: Any = None  # the open watch request (a urllib3 response)
         self._thread = threading.Thread(target=self._run, name=f"tidegate-informer-{kind}", daemon=True)
         #: Lists done (the first, then one after each 410 or error).
@@ -55,6 +67,7 @@ class Informer:
     def stop(self) -> None:
         """End the thread: the open watch's socket is shut, which wakes its read."""
         self._stop.set()
+        self._wake.set()
         response = self._response
         if response is not None:
             with contextlib.suppress(Exception):  # already closed, or released to the pool
@@ -70,6 +83,22 @@ class Informer:
         with self._lock:
             return list(self._objects.values())
 
+    def ready(self, timeout: float) -> None:
+        """Wait (up to `timeout` seconds) for the objects to be listed; while the last attempt failed, try
+        again now rather than at the backoff's end. Raises Unreachable when that fails too, TimeoutError when
+        nothing is known by then."""
+        with self._attempted:
+            if self.error:
+                seen = self.attempts
+                self._wake.set()
+                self._attempted.wait_for(lambda: self.attempts > seen or self._stop.is_set(), timeout)
+            else:
+                self._attempted.wait_for(lambda: self.synced.is_set() or bool(self.error), timeout)
+            if self.error:
+                raise Unreachable(f"watching {self.kind}s: {self.error}")
+        if not self.synced.is_set():
+            raise TimeoutError(f"{self.kind}s not listed within {timeout:g} s")
+
     def _run(self) -> None:
         while not self._stop.is_set():
             try:
@@ -78,11 +107,25 @@ class Informer:
                     version = self._follow(version)
             except _Gone:
                 _log.info("%s watch expired: listing again", self.kind)
-            except Exception:
+            except Exception as exc:
                 if self._stop.is_set():
                     return  # stopped while a request was open
-                _log.exception("%s informer failed: listing again in %g s", self.kind, RETRY_SECONDS)
-                self._stop.wait(RETRY_SECONDS)
+                wait = self._failed(exc)
+                self._wake.wait(wait)
+                self._wake.clear()
+
+    def _failed(self, exc: Exception) -> float:
+        """Record a failed attempt; the seconds to wait before the next. Logged on one line at info level (the
+        failed cycle says it: `tidegate kube`), its traceback at debug level."""
+        with self._attempted:
+            self.failures += 1
+            self.error = describe(exc)
+            self.attempts += 1
+            self._attempted.notify_all()
+        wait = backoff(self.failures)
+        _log.info("%s informer: %s; listing again in %g s", self.kind, self.error, wait)
+        _log.debug("%s informer failed", self.kind, exc_info=True)
+        return wait
 
     def _list(self) -> str:
         data = json.loads(self.list_call(_preload_content=False).data)
@@ -92,6 +135,12 @@ class Informer:
             self.changes += 1
         self.lists += 1
         self.synced.set()
+        with self._attempted:
+            if self.error:
+                _log.info("%s informer: listed again", self.kind)
+            self.error, self.failures = "", 0
+            self.attempts += 1
+            self._attempted.notify_all()
         version: str = data["metadata"]["resourceVersion"]
         return version
 

@@ -15,6 +15,8 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from tidegate.kube.failures import describe
+
 NOT_FOUND, CONFLICT = 404, 409
 
 
@@ -38,13 +40,19 @@ class Lease:
         self._observed_at = 0.0
         self._renewed_at = -float("inf")  # when this candidate last held the lease, by its own clock
         self.holding = False
+        #: Why the last look at the lease failed (the API server away, a refusal), or "".
+        self.error = ""
 
     def hold(self) -> bool:
-        """Whether this candidate holds the lease now: acquired or renewed when due (at most every renew period)."""
+        """Whether this candidate holds the lease now: acquired or renewed when due (at most every renew period).
+        A look that fails (the API server away) holds nothing new, and says why in `error`."""
         now = time.monotonic()
         if self.holding and now - self._renewed_at < self.renew:
             return True
-        held = self._try(now)
+        try:
+            held, self.error = self._try(now), ""
+        except Exception as exc:  # the API server away, or refusing: tried again at the next look
+            held, self.error = False, describe(exc)
         if held:
             self._renewed_at = now
         elif self.holding and now - self._renewed_at < self.duration:
@@ -58,7 +66,7 @@ class Lease:
             lease = self.api.read_namespaced_lease(self.name, self.namespace)
         except ApiException as exc:
             if exc.status != NOT_FOUND:
-                return False
+                raise
             return self._write(None, stamp, transitions=0)
         spec = lease.spec or client.V1LeaseSpec()
         record = (spec.holder_identity, spec.renew_time, spec.lease_transitions)
@@ -102,6 +110,6 @@ class Lease:
             if lease.spec is not None and lease.spec.holder_identity == self.identity:
                 lease.spec.holder_identity = ""
                 self.api.replace_namespaced_lease(self.name, self.namespace, lease)
-        except ApiException:
-            pass  # it runs out by itself
+        except Exception:  # the API server away, or refusing: it runs out by itself
+            pass
         self.holding = False

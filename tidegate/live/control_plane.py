@@ -258,7 +258,9 @@ class ControlPlane(PlaneViews, FleetHosting):
                 obj = outside[0]
                 raise Forbidden(
                     f"{obj.source}: {type(obj).__name__} {obj.name}: metadata.namespace {obj.namespace}: "
-                    f"{user or 'the caller'} may submit to {', '.join(sorted(namespaces)) or 'no namespace'} only"
+                    f"{user or 'the caller'} may submit to {', '.join(sorted(namespaces)) or 'no namespace'} only",
+                    type(obj).__name__,
+                    obj.name,
                 )
         with self._lock:
             keys = self._accept(ms, self.clock.now(), Batch(uuid.uuid4().hex, file, text), user)
@@ -278,7 +280,7 @@ class ControlPlane(PlaneViews, FleetHosting):
         with self._changing():
             current = self.queues.get(name)
             if current is None:
-                raise NotFound(f"queue {name} does not exist")
+                raise NotFound(f"queue {name} does not exist", "Queue", name)
             queue = self._set_queue(
                 name, merge_patch(current.raw or queue_manifest(current), patch), f"PATCH /queues/{name}"
             )
@@ -301,15 +303,15 @@ class ControlPlane(PlaneViews, FleetHosting):
     def report_pod(self, pod_key: str, phase: PodPhase, message: str = "") -> LiveJob:
         """A node's agent reports a bound pod Succeeded or Failed (Running changes nothing)."""
         with self._changing():
-            job = self._job(self._pod_job.get(pod_key, ""), f"pod {pod_key}")
+            job = self._job(self._pod_job.get(pod_key, ""), "Pod", pod_key)
             index = next(i for i, pod in enumerate(job.pods) if pod.key == pod_key)
             pod = job.pods[index]
             if job.phase in FINISHED:
-                raise Conflict(f"job {job.key} is {job.phase.value}: its pods were stopped")
+                raise Conflict(f"job {job.key} is {job.phase.value}: its pods were stopped", "Pod", pod_key)
             if phase is PodPhase.RUNNING or phase is pod.phase:
                 return job
             if not pod.node_name or pod.phase is not PodPhase.RUNNING:
-                raise Conflict(f"pod {pod_key} is {pod.phase.value}, not running on a node")
+                raise Conflict(f"pod {pod_key} is {pod.phase.value}, not running on a node", "Pod", pod_key)
             now = self.clock.now()
             if phase is PodPhase.SUCCEEDED:
                 job.pods[index] = replace(pod, phase=PodPhase.SUCCEEDED)
@@ -323,7 +325,7 @@ class ControlPlane(PlaneViews, FleetHosting):
                 job.pods[index] = replace(pod, phase=PodPhase.FAILED)
                 self._apply_policy(job, pod, JobEvent.POD_FAILED, f"pod {pod_key} failed: {message}".rstrip(": "), now)
             else:
-                raise Conflict(f"an agent reports Running, Succeeded or Failed, not {phase.value}")
+                raise Conflict(f"an agent reports Running, Succeeded or Failed, not {phase.value}", "Pod", pod_key)
             return job
 
     # -- the loop -----------------------------------------------------------------------------------

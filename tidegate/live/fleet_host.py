@@ -166,7 +166,7 @@ class FleetHosting:
         with self._changing():
             pool = self._pool_of(node)
             if pool is None or not pool.is_cloud:
-                raise NotFound(f"node {node} is not a node of a served cloud pool")
+                raise NotFound(f"node {node} is not a node of a served cloud pool", "Node", node)
             if node in self.notices:
                 return self.notices[node]
             if notice_seconds is None:
@@ -217,7 +217,7 @@ class FleetHosting:
         running there run on (their agents report them). Raises NotFound for a cluster not served."""
         with self._changing():
             if cluster not in self._clouds():
-                raise NotFound(f"cloud cluster {cluster} is not served")
+                raise NotFound(f"cloud cluster {cluster} is not served", "Cluster", cluster)
             if up == (cluster not in self.links_down):
                 return  # no change (a link reported down again keeps the time it went down)
             now = self.clock.now()

@@ -24,15 +24,26 @@ class JobPhase(StrEnum):
 FINISHED = (JobPhase.COMPLETED, JobPhase.FAILED)
 
 
-class NotFound(KeyError):
+class _AboutObject(Exception):
+    """An error about one object: its message, and the object's kind and name ("" when none)."""
+
+    def __init__(self, message: str, kind: str = "", name: str = "") -> None:
+        super().__init__(message)
+        self.message, self.kind, self.name = message, kind, name
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class NotFound(_AboutObject, KeyError):
     """No object of that kind and name (the API answers 404)."""
 
 
-class Conflict(ValueError):
+class Conflict(_AboutObject, ValueError):
     """The request contradicts the object's state (the API answers 409)."""
 
 
-class Forbidden(PermissionError):
+class Forbidden(_AboutObject, PermissionError):
     """The caller may not do this (the API answers 403)."""
 
 

@@ -40,7 +40,7 @@ class PlaneViews:
     def queue_view(self, name: str) -> dict[str, Any]:
         with self._lock:
             if name not in self.queues:
-                raise NotFound(f"queue {name} does not exist")
+                raise NotFound(f"queue {name} does not exist", "Queue", name)
             (row,) = [m for m in self.metrics() if m.queue == name]
             return self._queue_view(row)
 
@@ -118,7 +118,7 @@ class PlaneViews:
         """The pods bound to a node and still to run there: what the node's agent starts and stops."""
         with self._lock:
             if name not in self.nodes:
-                raise NotFound(f"node {name} does not exist")
+                raise NotFound(f"node {name} does not exist", "Node", name)
             return [
                 {
                     "name": pod.key,
@@ -170,7 +170,7 @@ class PlaneViews:
         with self._lock:
             budget = self.budget
             if budget is None:
-                raise NotFound("no budget is served (a Scenario's spec.budget, with burst)")
+                raise NotFound("no budget is served (a Scenario's spec.budget, with burst)", "Budget")
             now = self.clock.now()
             return {
                 "queue": budget.spec.queue,
@@ -212,8 +212,9 @@ class PlaneViews:
                             row.allocated = row.allocated + pod.requests
             return list(out.values())
 
-    def _job(self, key: str, what: str = "") -> LiveJob:
+    def _job(self, key: str, kind: str = "Job", name: str = "") -> LiveJob:
+        """The job of that key; NotFound names the object asked for (the job, or `kind` `name`: a pod)."""
         job = self.jobs.get(key)
         if job is None:
-            raise NotFound(f"{what or 'job ' + key} does not exist")
+            raise NotFound(f"{kind.lower()} {name or key} does not exist", kind, name or key)
         return job

@@ -18,12 +18,15 @@
     POST   /pods/{namespace}/{name}/status {"phase": "Succeeded" | "Failed", "message": "..."}
     POST   /nodes/{name}/interruption      a spot interruption notice, {"notice_seconds": 120} (optional)
     GET    /metrics                        volcano_queue_pending_jobs_duration_seconds and more
+    GET    /docs, /redoc, /openapi.json    the API's documentation (Swagger UI, ReDoc: served here, no CDN)
 
 With `tidegate serve --token-file`, every call but /healthz, /readyz and /metrics needs `Authorization: Bearer
 <token>` (401 otherwise), and the token's groups must grant the call's right (403 otherwise; see
-`tidegate.server.access`): reads need view, submitting and deleting jobs submit (in the job's
-namespace), pod status, spot notices and link state agent, and editing a queue admin. Bad input answers
-422 with every problem as {file, document, kind, name, field, message}; an unknown object 404; a
+`tidegate.server.access`): reads and the documentation need view, submitting and deleting jobs submit (in
+the job's namespace), pod status, spot notices and link state agent, and editing a queue admin. Bodies are
+read as JSON, else YAML, whatever their content-type (`tidegate.server.bodies`). Every error answer is a
+Kubernetes `Status` (`tidegate.server.status`): bad input 422 with every problem in `details.causes`
+(field, message, and the file, document, kind and name of a manifest's); an unknown object or route 404; a
 request the object's state refuses 409; a change the store could not write 503 (a submission is then
 not accepted; other changes are written with the next one).
 """
@@ -34,28 +37,44 @@ import contextlib
 import signal
 import threading
 from collections.abc import Awaitable, Callable, Iterator
+from importlib.metadata import version as package_version
 from typing import Annotated, Any, Literal
 
 import uvicorn
-from fastapi import APIRouter, Body, Depends, FastAPI, HTTPException, Request
+from fastapi import APIRouter, Depends, FastAPI, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
+from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 from pydantic import BaseModel, ConfigDict, Field
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from tidegate.live.control_plane import ControlPlane
 from tidegate.live.jobs import Conflict, Forbidden, NotFound
-from tidegate.model.errors import ManifestError, ManifestErrors
+from tidegate.model.errors import ManifestErrors
 from tidegate.model.objects import PodPhase
 from tidegate.model.quantity import scale_of
 from tidegate.server.access import Access, Principal, Right
 from tidegate.server.audit import AuditLog
+from tidegate.server.bodies import (
+    MAX_BODY_BYTES,
+    Refused,
+    body_of,
+    call_of,
+    merge_patch,
+    read_body,
+    validation_cause,
+)
+from tidegate.server.docs import add_docs
+from tidegate.server.status import Status, failure, invalid
 from tidegate.store import StoreError
 
 PROMETHEUS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+#: The API's version in its OpenAPI document: the package's.
+VERSION = package_version("tidegate")
 #: Reads `Authorization: Bearer <token>` (at module level: the routes' annotations are resolved here).
 BEARER = HTTPBearer(auto_error=False)
 
@@ -120,26 +139,40 @@ def _needs(right: Right) -> Callable[[Principal], Principal]:
     return check
 
 
-#: The largest `POST /jobs` body, as kube-apiserver caps a request (3 MiB there); larger answers 413.
-MAX_SUBMISSION_BYTES = 8 * 1024 * 1024
-#: What the API's calls may answer besides success, for its OpenAPI document.
+#: The largest `POST /jobs` body (every body's cap, `tidegate.server.bodies`); larger answers 413.
+MAX_SUBMISSION_BYTES = MAX_BODY_BYTES
+#: What the API's calls may answer besides success, for its OpenAPI document: each a Status.
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
-    401: {"description": "no token, or one the server does not know"},
-    403: {"description": "the token's holder lacks the right (or the namespace) the call needs"},
-    404: {"description": "no such queue, job, node, pod or cluster"},
-    409: {"description": "the report does not fit the object's state (e.g. a pod that is not bound)"},
-    413: {"description": "a submission larger than MAX_SUBMISSION_BYTES"},
-    422: {"description": "bad input: each error names the file (the call), document, object and field"},
-    503: {"description": "the store cannot be written, or this server is a standby"},
+    code: {"description": description, "model": Status}
+    for code, description in (
+        (401, "no token, or one the server does not know"),
+        (403, "the token's holder lacks the right (or the namespace) the call needs"),
+        (404, "no such queue, job, node, pod or cluster"),
+        (409, "the report does not fit the object's state (e.g. a pod that is not bound)"),
+        (413, "a body larger than MAX_BODY_BYTES"),
+        (422, "bad input: details.causes names each problem's field (and a manifest's file, document, object)"),
+        (500, "the server failed (a bug)"),
+        (503, "the store cannot be written, or this server is a standby"),
+    )
 }
-#: `POST /jobs` reads its body itself (YAML or JSON, one or more documents), so its OpenAPI says what it takes.
-SUBMISSION_BODY: dict[str, Any] = {
-    "requestBody": {
-        "required": True,
-        "description": "Volcano Jobs, PodGroups with their pods, bare pods: YAML documents or a JSON object",
-        "content": {"application/yaml": {"schema": {"type": "string"}}, "application/json": {"schema": {}}},
-    }
-}
+#: The models of the bodies routes read themselves, added to the OpenAPI document's schemas.
+BODY_MODELS: tuple[type[BaseModel], ...] = (SpotNotice, PodStatusReport, LinkState)
+
+
+def _body(description: str, schema: dict[str, Any], required: bool = True) -> dict[str, Any]:
+    """A route's OpenAPI requestBody: the body is read as JSON or YAML whatever its content-type says."""
+    content = {media: {"schema": schema} for media in ("application/json", "application/yaml")}
+    return {"requestBody": {"required": required, "description": description, "content": content}}
+
+
+def _schema(model: type[BaseModel]) -> dict[str, Any]:
+    return {"$ref": f"#/components/schemas/{model.__name__}"}
+
+
+#: `POST /jobs` takes one or more documents, not one model.
+SUBMISSION_BODY = _body(
+    "Volcano Jobs, PodGroups with their pods, bare pods: YAML documents or a JSON object", {"type": "string"}
+)
 
 
 #: A route's caller, with the right it needs (403 otherwise).
@@ -153,7 +186,14 @@ def create_app(plane: ControlPlane, access: Access | None = None, audit: AuditLo
     `/healthz`, `/readyz` and `/metrics` must carry `Authorization: Bearer <token>` of a holder with the
     call's right (401 without a known token, 403 without the right). With `audit`, every call that may
     change state is recorded there, answered or refused."""
-    app = FastAPI(title="tidegate", summary="tidegate's live control plane", version="0.1.0")
+    app = FastAPI(
+        title="tidegate",
+        summary="tidegate's live control plane",
+        version=VERSION,
+        docs_url=None,  # served by `add_docs`, behind the token and without a CDN
+        redoc_url=None,
+        openapi_url=None,
+    )
     app.state.access = access
     if audit is not None:
 
@@ -168,44 +208,35 @@ def create_app(plane: ControlPlane, access: Access | None = None, audit: AuditLo
     api = APIRouter(dependencies=[Depends(_needs(Right.VIEW))], responses=ERROR_RESPONSES)
     registry = CollectorRegistry()
     registry.register(_QueueCollector(plane))
+    answer_errors_as_status(app)
 
-    @app.exception_handler(ManifestErrors)
-    def invalid(_: Request, exc: ManifestErrors) -> JSONResponse:
-        return JSONResponse({"errors": [_problem(error) for error in exc.errors]}, status_code=422)
+    def openapi() -> dict[str, Any]:
+        """FastAPI's document, with the schemas of the bodies routes read themselves."""
+        if app.openapi_schema is None:
+            document = get_openapi(title=app.title, version=app.version, summary=app.summary, routes=app.routes)
+            schemas = document.setdefault("components", {}).setdefault("schemas", {})
+            for model in BODY_MODELS:
+                schemas[model.__name__] = model.model_json_schema(ref_template="#/components/schemas/{model}")
+            app.openapi_schema = document
+        return app.openapi_schema
 
-    @app.exception_handler(RequestValidationError)
-    def invalid_request(_: Request, exc: RequestValidationError) -> JSONResponse:
-        """FastAPI's answer without the input it echoes (a NaN in it cannot be written as JSON)."""
-        fields = ("loc", "msg", "type")
-        return JSONResponse({"detail": [{k: e[k] for k in fields if k in e} for e in exc.errors()]}, status_code=422)
+    app.openapi = openapi  # type: ignore[method-assign]
 
-    @app.exception_handler(NotFound)
-    def not_found(_: Request, exc: NotFound) -> JSONResponse:
-        return JSONResponse({"error": exc.args[0]}, status_code=404)
-
-    @app.exception_handler(Conflict)
-    def conflict(_: Request, exc: Conflict) -> JSONResponse:
-        return JSONResponse({"error": str(exc)}, status_code=409)
-
-    @app.exception_handler(Forbidden)
-    def forbidden(_: Request, exc: Forbidden) -> JSONResponse:
-        return JSONResponse({"error": str(exc)}, status_code=403)
-
-    @app.exception_handler(StoreError)
-    def store_failed(_: Request, exc: StoreError) -> JSONResponse:
-        return JSONResponse({"error": str(exc)}, status_code=503)
-
-    @app.get("/healthz")
+    @app.get("/healthz", responses={503: {"description": "the last scheduling cycle failed", "model": Status}})
     def healthz() -> JSONResponse:
         """503 while the last scheduling cycle failed (a liveness probe then restarts the server)."""
-        body = {
-            "ok": not plane.last_error,
-            "cycles": plane.cycles,
-            "last_cycle": plane.last_cycle_s,
-            "failed_cycles": plane.failed_cycles,
-            "error": plane.last_error,
-        }
-        return JSONResponse(body, status_code=503 if plane.last_error else 200)
+        if plane.last_error:
+            message = f"the last scheduling cycle failed ({plane.failed_cycles} so far): {plane.last_error}"
+            return failure(503, message)
+        return JSONResponse(
+            {
+                "ok": True,
+                "cycles": plane.cycles,
+                "last_cycle": plane.last_cycle_s,
+                "failed_cycles": plane.failed_cycles,
+                "error": "",
+            }
+        )
 
     @app.get("/readyz")
     def readyz() -> dict[str, Any]:
@@ -220,22 +251,14 @@ def create_app(plane: ControlPlane, access: Access | None = None, audit: AuditLo
     def queue(name: str) -> dict[str, Any]:
         return plane.queue_view(name)
 
-    @api.patch("/queues/{name}")
-    def patch_queue(name: str, patch: Annotated[dict[str, Any], Body()], _: Admin) -> dict[str, Any]:
+    @api.patch("/queues/{name}", openapi_extra=_body("A JSON merge patch of the Queue", {"type": "object"}))
+    def patch_queue(name: str, _: Admin, patch: Annotated[dict[str, Any], Depends(merge_patch)]) -> dict[str, Any]:
         plane.patch_queue(name, patch)
         return plane.queue_view(name)
 
     @api.post("/jobs", status_code=201, openapi_extra=SUBMISSION_BODY)
     async def submit(request: Request, who: Submitter) -> dict[str, Any]:
-        declared = request.headers.get("content-length", "")
-        if declared.isdigit() and int(declared) > MAX_SUBMISSION_BYTES:
-            raise HTTPException(413, f"a submission is at most {MAX_SUBMISSION_BYTES:,} bytes; submit it in parts")
-        body = b""
-        async for chunk in request.stream():
-            body += chunk
-            if len(body) > MAX_SUBMISSION_BYTES:
-                raise HTTPException(413, f"a submission is at most {MAX_SUBMISSION_BYTES:,} bytes; submit it in parts")
-        text = body.decode("utf-8", errors="replace")
+        text = (await read_body(request)).decode("utf-8", errors="replace")
         return {"accepted": plane.submit(text, "POST /jobs", who.user, who.namespaces)}
 
     @api.get("/jobs")
@@ -249,7 +272,7 @@ def create_app(plane: ControlPlane, access: Access | None = None, audit: AuditLo
     @api.delete("/jobs/{namespace}/{name}")
     def delete_job(namespace: str, name: str, who: Submitter) -> dict[str, Any]:
         if not who.may_submit_to(namespace):
-            raise Forbidden(f"user {who.user} may not delete jobs in namespace {namespace}")
+            raise Forbidden(f"user {who.user} may not delete jobs in namespace {namespace}", "Job", name)
         plane.delete_job(f"{namespace}/{name}")
         return {"deleted": f"{namespace}/{name}"}
 
@@ -269,8 +292,10 @@ def create_app(plane: ControlPlane, access: Access | None = None, audit: AuditLo
     def links() -> list[dict[str, Any]]:
         return plane.links_view()
 
-    @api.put("/links/{cluster}")
-    def set_link(cluster: str, link: LinkState, _: Agent) -> list[dict[str, Any]]:
+    @api.put("/links/{cluster}", openapi_extra=_body("The link's state", _schema(LinkState)))
+    def set_link(
+        cluster: str, _: Agent, link: Annotated[LinkState, Depends(body_of(LinkState))]
+    ) -> list[dict[str, Any]]:
         plane.set_link(cluster, link.up, link.reason)
         return plane.links_view()
 
@@ -278,13 +303,20 @@ def create_app(plane: ControlPlane, access: Access | None = None, audit: AuditLo
     def node_pods(name: str) -> list[dict[str, Any]]:
         return plane.node_pods(name)
 
-    @api.post("/nodes/{name}/interruption")
-    def interruption(name: str, _: Agent, notice: SpotNotice | None = None) -> dict[str, Any]:
+    @api.post(
+        "/nodes/{name}/interruption",
+        openapi_extra=_body("The notice (none: the pool's or provider's)", _schema(SpotNotice), required=False),
+    )
+    def interruption(
+        name: str, _: Agent, notice: Annotated[SpotNotice | None, Depends(body_of(SpotNotice, optional=True))]
+    ) -> dict[str, Any]:
         goes_at = plane.spot_notice(name, notice.notice_seconds if notice is not None else None)
         return {"node": name, "goes_at": goes_at}
 
-    @api.post("/pods/{namespace}/{name}/status")
-    def pod_status(namespace: str, name: str, status: PodStatusReport, _: Agent) -> dict[str, Any]:
+    @api.post("/pods/{namespace}/{name}/status", openapi_extra=_body("The pod's phase", _schema(PodStatusReport)))
+    def pod_status(
+        namespace: str, name: str, _: Agent, status: Annotated[PodStatusReport, Depends(body_of(PodStatusReport))]
+    ) -> dict[str, Any]:
         job = plane.report_pod(f"{namespace}/{name}", PodPhase(status.phase), status.message)
         return plane.job_view(job.key)
 
@@ -292,41 +324,77 @@ def create_app(plane: ControlPlane, access: Access | None = None, audit: AuditLo
     def metrics() -> PlainTextResponse:
         return PlainTextResponse(generate_latest(registry), media_type=PROMETHEUS_CONTENT_TYPE)
 
+    add_docs(api, app)
     app.include_router(api)
     return app
+
+
+def answer_errors_as_status(app: FastAPI) -> None:
+    """Every error `app` answers as a Kubernetes Status (`tidegate.server.status`): the control plane's,
+    bad bodies, FastAPI's request validation, Starlette's 404 and 405 for unknown routes, and any failure."""
+
+    @app.exception_handler(ManifestErrors)
+    def manifest_errors(_: Request, exc: ManifestErrors) -> JSONResponse:
+        return invalid(exc.errors)
+
+    @app.exception_handler(Refused)
+    def refused(_: Request, exc: Refused) -> JSONResponse:
+        return failure(exc.code, exc.message, causes=exc.causes)
+
+    @app.exception_handler(RequestValidationError)
+    def invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
+        """FastAPI's checks of path and query parameters, without the input they echo."""
+        causes = [validation_cause(error, ("body",)) for error in exc.errors()]
+        said = "; ".join(f"{cause.field}: {cause.message}" for cause in causes)
+        return failure(422, f"{call_of(request)}: {said}", causes=causes)
+
+    @app.exception_handler(StarletteHTTPException)
+    def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        message = str(exc.detail)
+        if exc.status_code == 404 and message == "Not Found":  # no such route: Kubernetes' words
+            message = f"the server could not find the requested resource ({call_of(request)})"
+        elif exc.status_code == 405:
+            allowed = (exc.headers or {}).get("Allow", "")
+            message = f"{request.method} is not allowed on {request.url.path} (allowed: {allowed})"
+        return failure(exc.status_code, message, headers=exc.headers)
+
+    @app.exception_handler(NotFound)
+    def not_found(_: Request, exc: NotFound) -> JSONResponse:
+        return failure(404, exc.message, name=exc.name, kind=exc.kind)
+
+    @app.exception_handler(Conflict)
+    def conflict(_: Request, exc: Conflict) -> JSONResponse:
+        return failure(409, exc.message, name=exc.name, kind=exc.kind)
+
+    @app.exception_handler(Forbidden)
+    def forbidden(_: Request, exc: Forbidden) -> JSONResponse:
+        return failure(403, exc.message, name=exc.name, kind=exc.kind)
+
+    @app.exception_handler(StoreError)
+    def store_failed(_: Request, exc: StoreError) -> JSONResponse:
+        return failure(503, str(exc))
+
+    @app.exception_handler(Exception)
+    def failed(request: Request, exc: Exception) -> JSONResponse:
+        return failure(500, f"{call_of(request)} failed: {type(exc).__name__}: {exc}")
 
 
 def standby_app(held_by: Callable[[], str]) -> FastAPI:
     """What a standby server (`tidegate serve --standby`) answers while another holds the store: alive
     (`/healthz` 200, so a liveness probe leaves it be), not ready (`/readyz` 503, so a Service sends it no
     calls), and 503 to everything else, naming the holder."""
-    app = FastAPI(title="tidegate (standby)", version="0.1.0")
-
-    def standing_by() -> dict[str, Any]:
-        return {"standby": True, "store_held_by": held_by()}
+    app = FastAPI(title="tidegate (standby)", version=VERSION, docs_url=None, redoc_url=None, openapi_url=None)
+    answer_errors_as_status(app)
 
     @app.get("/healthz")
     def healthz() -> dict[str, Any]:
-        return {"ok": True, **standing_by()}
+        return {"ok": True, "standby": True, "store_held_by": held_by()}
 
     @app.api_route("/{path:path}", methods=["GET", "POST", "PUT", "PATCH", "DELETE"])
     def elsewhere(path: str) -> JSONResponse:
-        error = f"standby: another server holds the store ({held_by()}); this one takes over when it stops"
-        return JSONResponse({"ready": False, "error": error, **standing_by()}, status_code=503)
+        return failure(503, f"standby: another server holds the store ({held_by()}); this one takes over when it stops")
 
     return app
-
-
-def _problem(error: ManifestError) -> dict[str, Any]:
-    return {
-        "file": error.source.file,
-        "document": error.source.index,
-        "kind": error.kind,
-        "name": error.name,
-        "field": error.field,
-        "message": error.message,
-        "text": str(error),
-    }
 
 
 class _QueueCollector(Collector):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from tidegate.autoscale.hpa import HPASpec
 from tidegate.autoscale.hpa_manifest import parse_hpa
@@ -49,9 +49,10 @@ class SimulationInput:
     warnings: list[ManifestError] = field(default_factory=list)
 
 
-def load_simulation(paths: list[str]) -> SimulationInput:
-    """Load and check a simulation's manifests; raise ManifestErrors listing every problem."""
-    ms = load_manifests(paths)
+def load_simulation(paths: list[str], stdin: TextIO | None = None) -> SimulationInput:
+    """Load and check a simulation's manifests ("-" reads `stdin`, by default standard input); raise
+    ManifestErrors listing every problem."""
+    ms = load_manifests(paths, stdin=stdin)
     errors = [*ms.errors, *admission_errors(ms)]
     sim = SimulationInput(
         queues=ms.queues,

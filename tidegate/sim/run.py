@@ -248,13 +248,16 @@ def _no_jobs(inp: SimulationInput, name: str, warnings: list[str]) -> str:
     return f"{where}: Workload {name}: no job to replay{why}"
 
 
-def _spec(inp: SimulationInput, name: str | None) -> tuple[str, SimulationSpec]:
+def chosen_simulation(inp: SimulationInput, name: str | None) -> tuple[str, SimulationSpec]:
+    """The named Simulation (None: the only one) and its spec. Raises ValueError saying which exist."""
     if not inp.simulations:
         raise ValueError("no Simulation manifest found (kind: Simulation, apiVersion: tidegate.io/v1alpha1)")
     if name is None:
         if len(inp.simulations) > 1:
             raise ValueError(f"several simulations ({', '.join(inp.simulations)}); choose one with --name")
         name = next(iter(inp.simulations))
+    if name not in inp.simulations:
+        raise ValueError(f"no Simulation {name!r}; the manifests have {', '.join(sorted(inp.simulations))}")
     return name, inp.simulations[name]
 
 
@@ -323,7 +326,7 @@ def run_simulation(
     Scenarios are independent, so with `workers` > 1 (default: one per CPU) they run in parallel
     processes; every figure is the same as in one process. A custom core factory runs in-process.
     """
-    name, spec = _spec(inp, name)
+    name, spec = chosen_simulation(inp, name)
     workers = min(workers or os.cpu_count() or 1, len(spec.scenarios))
     if workers <= 1 or core_factory is not None:
         return [run_scenario(inp, name, s, core_factory, on_progress) for s in spec.scenarios]

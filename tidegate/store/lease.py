@@ -60,6 +60,8 @@ class StoreLease:
         self.seen_holder = ""
         #: How often this candidate saw another holder's record change (that holder is alive).
         self.renewals_seen = 0
+        #: Why the last look at the lease failed (the store cannot be opened or reached), or "".
+        self.error = ""
 
     def hold(self) -> bool:
         """Whether this server holds the lease now: taken or renewed when due (at most every renew period).
@@ -70,8 +72,10 @@ class StoreLease:
             return True
         try:
             held = self._try(now)
-        except StoreError:
-            held = False  # the database is unreachable: a holder keeps the lease until the duration runs out
+            self.error = ""
+        except StoreError as exc:
+            held, self.error = False, str(exc)
+            # the database is unreachable: a holder keeps the lease until the duration runs out
             if self.holding and now - self._renewed_at < self.duration:
                 return True
         if held:

@@ -17,8 +17,10 @@ checks that it still does, so a server that lost the store to another writes not
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy import (
@@ -102,6 +104,8 @@ leases = Table(
     Column("holder", String(256), nullable=False),
     Column("seq", Integer, nullable=False),
 )
+#: The first bytes of every SQLite database file.
+SQLITE_HEADER = b"SQLite format 3\x00"
 #: The one lease a store has (the table leaves room for more).
 LEASE = "control-plane"
 #: A lease's record: its holder and counter (what a candidate watches for change).
@@ -179,7 +183,7 @@ class Store:
             self._prepare()
             return self._load()
         except SQLAlchemyError as exc:
-            raise StoreError(f"store {self.where}: {exc}") from exc
+            raise StoreError(f"store {self.where}: {_reason(exc)}") from exc
 
     def _load(self) -> Saved | None:
         with self.engine.connect() as conn:
@@ -218,7 +222,7 @@ class Store:
         except SQLAlchemyError as exc:
             if conflicts and isinstance(exc, IntegrityError):
                 raise
-            raise StoreError(f"store {self.where}: {exc}") from exc
+            raise StoreError(f"store {self.where}: {_reason(exc)}") from exc
 
     # -- the lease (see tidegate.store.lease) ----------------------------------------------------------
     def lease_record(self) -> LeaseRecord | None:
@@ -269,9 +273,15 @@ class Store:
         self.engine.dispose()
 
     def _prepare(self) -> None:
-        """Make the tables if missing and refuse a newer schema: once, at the first use."""
+        """Make the tables if missing and refuse a newer schema: once, at the first use. A SQLite file that
+        cannot be one (a folder, a path in a missing or read-only folder, a file of something else) is
+        refused first, naming why (SQLite itself says 'unable to open database file' to all of these)."""
         if self._ready:
             return
+        if self.engine.dialect.name == "sqlite":
+            problem = _sqlite_problem(self.engine.url.database or "")
+            if problem:
+                raise StoreError(f"store {self.where}: {problem}")
         metadata.create_all(self.engine)
         with self.engine.begin() as conn:
             self._check_version(conn)
@@ -290,6 +300,38 @@ class Store:
                 for statement in MIGRATIONS[version]:
                     conn.execute(text(statement))
             conn.execute(update(meta).where(meta.c.name == "schema_version").values(value=str(SCHEMA_VERSION)))
+
+
+def _reason(exc: SQLAlchemyError) -> str:
+    """The database's own words, on one line: its driver's error without SQLAlchemy's statement and link."""
+    said = str(getattr(exc, "orig", None) or exc)
+    return " ".join(line.strip() for line in said.splitlines() if line.strip()) or type(exc).__name__
+
+
+def _sqlite_problem(database: str) -> str:
+    """Why a SQLite database file at `database` cannot be opened and written, or "" if it can (or it is
+    SQLite's in-memory database)."""
+    if not database or database == ":memory:" or database.startswith("file:"):
+        return ""
+    path = Path(database)
+    folder = path.parent
+    if path.is_dir():
+        return f"{path} is a folder, not a SQLite file (name a file in it, e.g. {path / 'tidegate.db'})"
+    if not folder.exists():
+        return f"the folder {folder} does not exist"
+    if not folder.is_dir():
+        return f"{folder} is not a folder"
+    if not os.access(folder, os.W_OK | os.X_OK):
+        return f"the folder {folder} is not writable (SQLite writes its journal beside the file)"
+    if not path.exists():
+        return ""
+    if not os.access(path, os.R_OK | os.W_OK):
+        return f"{path} is not readable and writable"
+    with path.open("rb") as file:
+        header = file.read(len(SQLITE_HEADER))
+    if header and header != SQLITE_HEADER:
+        return f"{path} is not a SQLite database (it does not start with SQLite's header)"
+    return ""
 
 
 def _upsert(
