@@ -20,6 +20,7 @@ from tidegate.model.manifests import ManifestSet, load_objects, load_text
 from tidegate.model.names import MAX_ANNOTATIONS_BYTES, is_extended_resource
 from tidegate.model.resources import GPU_MEMORY, GPU_MILLI, GPU_NUMBER, NVIDIA_GPU
 from tidegate.server.app import create_app
+from tidegate.server.status import read_status
 
 runner = CliRunner()
 
@@ -144,9 +145,9 @@ def test_post_jobs_refuses_a_kind_typo_and_a_version_that_does_not_exist(client:
     ):
         response = client.post("/jobs", content=text)
         assert response.status_code == 422
-        (error,) = response.json()["errors"]
-        assert (error["name"], error["field"]) == ("j", field)
-        assert error["message"].startswith("no matches for kind")
+        (error,) = read_status(response.json(), 422).details.causes
+        assert (error.name, error.field) == ("j", field)
+        assert error.message.startswith("no matches for kind")
 
 
 # --- extended resources -----------------------------------------------------------------------------
@@ -266,8 +267,7 @@ def test_validate_prints_a_resource_field_as_it_is(tmp_path: Path) -> None:
 
 def test_post_jobs_refuses_half_a_gpu(client: TestClient) -> None:
     response = client.post("/jobs", content=vcjob("j").replace('nvidia.com/gpu: "1"', 'nvidia.com/gpu: "0.5"'))
-    assert response.status_code == 422
-    assert response.json()["errors"][0]["field"].endswith("resources.requests[nvidia.com/gpu]")
+    assert read_status(response.json(), 422).details.causes[0].field.endswith("resources.requests[nvidia.com/gpu]")
 
 
 # --- no object --------------------------------------------------------------------------------------
@@ -302,7 +302,7 @@ def test_validate_schedule_serve_and_simulate_refuse_no_object(tmp_path: Path) -
 
 def test_post_jobs_of_no_object_answers_422(client: TestClient) -> None:
     response = client.post("/jobs", content="---\n# nothing\n")
-    assert response.status_code == 422 and response.json()["errors"][0]["message"].startswith("no objects passed")
+    assert read_status(response.json(), 422).details.causes[0].message.startswith("no objects passed")
 
 
 # --- annotations and labels -------------------------------------------------------------------------
@@ -354,7 +354,7 @@ def test_post_jobs_refuses_a_bad_label(client: TestClient) -> None:
     response = client.post(
         "/jobs", content=vcjob("j").replace("metadata: {name: j}", "metadata: {name: j, labels: {a: 'b c'}}")
     )
-    assert response.status_code == 422 and response.json()["errors"][0]["field"] == "metadata.labels"
+    assert read_status(response.json(), 422).details.causes[0].field == "metadata.labels"
 
 
 def test_a_budget_threshold_s_capability_is_read_as_a_queue_s(tmp_path: Path) -> None:
