@@ -100,9 +100,6 @@ PENDING_JOBS_DURATION_METRIC: Final = "volcano_queue_pending_jobs_duration_secon
 #: What Kubernetes fills in for an HPA without metrics (defaults.go: cpu at 80% of requests).
 DEFAULT_CPU_UTILIZATION: Final = 80
 
-_MAX_INT32: Final = MAX_INT32
-_MIN_INT32: Final = MIN_INT32
-
 # Condition types and reasons, spelled as the Kubernetes HPA controller spells them.
 ABLE_TO_SCALE: Final = "AbleToScale"
 SCALING_ACTIVE: Final = "ScalingActive"
@@ -418,7 +415,7 @@ def queue_metric_selection(
     for metric in spec.metrics:
         if not isinstance(metric, ExternalMetric) or metric.name != metric_name:
             continue
-        matched = queues_matching(metric.selector, names)
+        matched = _queues_matching(metric.selector, names)
         if matched:
             selection.append((metric.key, matched))
     return tuple(selection)
@@ -432,7 +429,7 @@ def selected_values(
 
 
 @functools.lru_cache(maxsize=256)
-def queues_matching(selector: LabelSelector | None, names: tuple[str, ...]) -> tuple[str, ...]:
+def _queues_matching(selector: LabelSelector | None, names: tuple[str, ...]) -> tuple[str, ...]:
     """The queues whose series (labelled ``queue``) the selector matches; no selector lists them all, as
     the external metrics API lists every series then."""
     if selector is None:
@@ -468,7 +465,7 @@ def scale_up_limit(
     if rules.select_policy == "Disabled":
         return current
     pick_min = rules.select_policy == "Min"
-    result = _MAX_INT32 if pick_min else _MIN_INT32
+    result = MAX_INT32 if pick_min else MIN_INT32
     for policy in rules.policies:
         start = (
             current
@@ -499,7 +496,7 @@ def scale_down_limit(
     if rules.select_policy == "Disabled":
         return current
     pick_max = rules.select_policy == "Min"
-    result = _MIN_INT32 if pick_max else _MAX_INT32
+    result = MIN_INT32 if pick_max else MAX_INT32
     for policy in rules.policies:
         start = (
             current
@@ -678,16 +675,19 @@ def _set_conditions(
     takes the update's status, reason and message, its lastTransitionTime moving to ``now`` only when the
     status changes."""
     out = list(existing)
+    changed = False
     for update in updates:
         for i, old in enumerate(out):
             if old.type == update.type:
                 if (old.status, old.reason, old.message) != (update.status, update.reason, update.message):
                     since = now if old.status != update.status else old.last_transition_time
                     out[i] = HPACondition(update.type, update.status, update.reason, update.message, since)
+                    changed = True
                 break
         else:
             out.append(HPACondition(update.type, update.status, update.reason, update.message, now))
-    return tuple(out)
+            changed = True
+    return tuple(out) if changed else existing  # the same tuple when nothing changed
 
 
 def _by_type(*conditions: HPACondition) -> tuple[HPACondition, ...]:

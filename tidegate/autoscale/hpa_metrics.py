@@ -526,8 +526,10 @@ def _usage_ratio_replicas(
     if within(ratio, tolerances):
         return spec_replicas
     if pods is not None:
+        if not pods:
+            return f"unable to calculate ready pods: {_NO_PODS}"
         ready_replicas = sum(1 for pod in pods if pod.counts_as_ready)
-    if (not pods) if pods is not None else status_replicas == 0:
+    elif status_replicas == 0:
         return f"unable to calculate ready pods: {_NO_PODS}"
     return ceil_int32(ratio * float(ready_replicas))
 
@@ -546,7 +548,7 @@ def external_metric_replicas(
     ready_replicas: int,
     tolerances: Tolerances = (DEFAULT_TOLERANCE, DEFAULT_TOLERANCE),
     namespace: str = "default",
-    inputs: MetricInputs | None = None,
+    pods: Sequence[TargetPod] | None = None,
 ) -> MetricResult:
     """The replica count one External metric proposes (computeStatusForExternalMetric).
 
@@ -555,7 +557,7 @@ def external_metric_replicas(
     ``status_replicas``, else ``ceil(total / target)`` (at 0 replicas the ratio is infinite, or NaN for a
     zero total, so never within). value (GetExternalMetricReplicas): ratio = total / target; at
     ``spec_replicas`` 0 propose ``ceil(ratio)``, else keep ``spec_replicas`` within tolerance or propose
-    ``ceil(ratio x ready pods)``: the Running and Ready ones of ``inputs.pods`` when listed, else
+    ``ceil(ratio x ready pods)``: the Running and Ready ones of ``pods`` when listed, else
     ``ready_replicas`` (an error when no pods are listed, or when not listed and ``status_replicas`` is 0).
     No samples is an error, as in Kubernetes."""
     if not samples:
@@ -580,7 +582,6 @@ def external_metric_replicas(
         if not (status_replicas != 0 and within(float(usage) / (float(target) * float(status_replicas)), tolerances)):
             replicas = ceil_int32(float(usage) / float(target))
         return MetricResult(metric, replicas, _per_pod_usage(usage, status_replicas))
-    pods = inputs.pods if inputs is not None else None
     ratio = float(usage) / float(target)
     proposal = _usage_ratio_replicas(spec_replicas, ratio, pods, ready_replicas, status_replicas, tolerances)
     if isinstance(proposal, str):
@@ -908,7 +909,7 @@ def metric_replicas(
             ready_replicas=inputs.ready_replicas,
             tolerances=inputs.tolerances,
             namespace=inputs.namespace,
-            inputs=inputs,
+            pods=inputs.pods,
         )
     if isinstance(metric, ObjectMetric):
         return object_metric_replicas(metric, inputs)
