@@ -260,9 +260,13 @@ def test_a_restart_keeps_the_cloud_nodes_and_what_runs_on_them(tmp_path: Path) -
     fill_the_idc_then_wait(plane, clock)
     clock.run(until=600.0)
     assert node_of(plane, "default/second") == "cloud-a100-0"
+    (kept,) = [p["hpa_status"] for p in plane.pools_view() if p["name"] == "cloud-a100"]
     plane.stop()
     again = start(SimClock(start=700.0))  # a new process on the same store
     assert sorted(again.nodes) == ["cloud-a100-0", "idc-a100-0"]
+    # the HPA's status is its object's, kept as written (conditions with their transition times)
+    (shown,) = [p["hpa_status"] for p in again.pools_view() if p["name"] == "cloud-a100"]
+    assert shown == kept and kept["lastScaleTime"] == 15.0 and kept["conditions"][0]["lastTransitionTime"] == 0.0
     second = again.jobs["default/second"]
     assert second.phase is JobPhase.RUNNING and node_of(again, "default/second") == "cloud-a100-0"
     # still in the burst queue it overflowed to (not charged to dev), its pods still tolerating the cloud

@@ -674,20 +674,23 @@ def _set_conditions(
     """setConditionInList for each update in turn: a new type is appended; a known one keeps its place and
     takes the update's status, reason and message, its lastTransitionTime moving to ``now`` only when the
     status changes."""
-    out = list(existing)
-    changed = False
+    out: list[HPACondition] | None = None  # a copy made on the first change (most syncs change nothing)
     for update in updates:
-        for i, old in enumerate(out):
+        current = existing if out is None else out
+        for i, old in enumerate(current):
             if old.type == update.type:
-                if (old.status, old.reason, old.message) != (update.status, update.reason, update.message):
-                    since = now if old.status != update.status else old.last_transition_time
-                    out[i] = HPACondition(update.type, update.status, update.reason, update.message, since)
-                    changed = True
+                if old.status is update.status and old.reason == update.reason and old.message == update.message:
+                    break
+                since = now if old.status is not update.status else old.last_transition_time
+                if out is None:
+                    out = list(existing)
+                out[i] = HPACondition(update.type, update.status, update.reason, update.message, since)
                 break
         else:
+            if out is None:
+                out = list(existing)
             out.append(HPACondition(update.type, update.status, update.reason, update.message, now))
-            changed = True
-    return tuple(out) if changed else existing  # the same tuple when nothing changed
+    return existing if out is None else tuple(out)
 
 
 def _by_type(*conditions: HPACondition) -> tuple[HPACondition, ...]:
@@ -931,13 +934,15 @@ def _settled(state: HPAState, result: HPAResult, now: float, *, rescaled: bool, 
     stays), its conditions merged in."""
     old = state.status
     status = HPAStatus(
-        current_replicas=result.current_replicas,
-        desired_replicas=old.desired_replicas if keep_desired else result.desired_replicas,
-        last_scale_time=now if rescaled else old.last_scale_time,
-        current_metrics=result.metrics,
-        conditions=_set_conditions(old.conditions, result.conditions, now),
+        result.current_replicas,
+        old.desired_replicas if keep_desired else result.desired_replicas,
+        now if rescaled else old.last_scale_time,
+        result.metrics,
+        _set_conditions(old.conditions, result.conditions, now),
     )
-    return replace(state, status=status)
+    # Built directly, not with dataclasses.replace: this runs every sync of a simulated month.
+    events = state.scale_up_events, state.scale_down_events
+    return HPAState(state.recommendations, *events, state.last_evaluated_at, status)
 
 
 def status_document(status: HPAStatus) -> dict[str, Any]:
@@ -959,6 +964,30 @@ def status_document(status: HPAStatus) -> dict[str, Any]:
             for c in status.conditions
         ],
     }
+
+
+def status_from_document(doc: Mapping[str, Any], metrics: Sequence[MetricSource]) -> HPAStatus:
+    """The status ``status_document`` wrote, read back (a store's copy): its ``currentMetrics`` are taken as
+    the given metrics' (in order; none if they no longer match)."""
+    shown = list(doc.get("currentMetrics") or ())
+    same = len(shown) == len(metrics) and all(
+        d["type"] == m.TYPE and str(m) == d["metric"] for m, d in zip(metrics, shown, strict=True)
+    )
+    results = tuple(
+        MetricResult(
+            metric,
+            d["replicas"],
+            next((round(v * 1000) for k, v in d["current"].items() if k != "averageUtilization"), None),
+            d["error"],
+            d["current"].get("averageUtilization"),
+        )
+        for metric, d in (zip(metrics, shown, strict=True) if same else ())
+    )
+    conditions = tuple(
+        HPACondition(c["type"], c["status"] == "True", c["reason"], c["message"], c["lastTransitionTime"])
+        for c in doc.get("conditions") or ()
+    )
+    return HPAStatus(doc["currentReplicas"], doc["desiredReplicas"], doc["lastScaleTime"], results, conditions)
 
 
 def _metric_document(result: MetricResult) -> dict[str, Any]:

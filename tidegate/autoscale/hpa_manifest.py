@@ -11,7 +11,7 @@ and metric specs the API server's validation.go refuses (a type with no member, 
 member beside it; a target without what its source needs, or with both of two exclusive fields). Every
 metric type parses (External, Object, Pods, Resource, ContainerResource); without metrics Kubernetes
 defaults to cpu at 80% utilization, and so does this. Whether tidegate can supply a metric's samples is
-the loader's question (``tidegate/fleet/hpa_checks.py``). Settings the Kubernetes API server would also
+the loader's question (``tidegate/fleet/hpa_supply.py``). Settings the Kubernetes API server would also
 refuse but that still have a defined effect (``maxReplicas < minReplicas``, windows over 3600 s,
 periods over 1800 s) load, and ``check_hpa`` reports them. Every problem found is reported at once,
 each naming its field.

@@ -232,6 +232,8 @@ class ExternalMetric:
     selector: LabelSelector | None = None
     #: ``name{selector}``: how samples are looked up when two metrics share a name.
     key: str = field(init=False, repr=False, compare=False)
+    #: How Kubernetes names it in conditions (``str``), made once.
+    described: str = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not self.name:
@@ -239,9 +241,10 @@ class ExternalMetric:
         if self.target.value is None and self.target.average_value is None:
             raise FieldError("target.averageValue", "must set either a target value for metric or a per-pod target")
         object.__setattr__(self, "key", f"{self.name}{self.selector or LabelSelector()}")
+        object.__setattr__(self, "described", f"external metric {self.name}({go_selector(self.selector)})")
 
     def __str__(self) -> str:
-        return f"external metric {self.name}({go_selector(self.selector)})"
+        return self.described
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,7 +17,7 @@ import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Protocol
+from typing import Any, Protocol
 
 from tidegate.autoscale.hpa import (
     ABLE_TO_SCALE,
@@ -27,10 +27,13 @@ from tidegate.autoscale.hpa import (
     HPAController,
     HPAResult,
     HPASpec,
+    HPAState,
     HPAStatus,
     QueueSelection,
     queue_metric_selection,
     selected_values,
+    status_document,
+    status_from_document,
 )
 from tidegate.clock import Clock
 from tidegate.fleet.hpa_supply import FLEET_HPA_CONFIG, NodeReadings, Supply, pool_selector
@@ -192,6 +195,19 @@ class CloudFleet:
                 scaler.selector_error = (AMBIGUOUS_SELECTOR, message)
         #: Each HPA as declared, for a cap to be lifted (`cap`).
         self.declared = {scaler.spec.name: scaler.spec for scaler in self.autoscalers}
+
+    def resume_statuses(self, kept: Mapping[str, Mapping[str, Any]]) -> None:
+        """Each HPA's status as it was kept (`status_document`), as an HPA object keeps its status across a
+        controller restart; its memory (recommendations, scale events) starts afresh, as Kubernetes' does."""
+        for scaler in self.autoscalers:
+            doc = kept.get(scaler.spec.name)
+            if doc is not None:
+                status = status_from_document(doc, scaler.spec.metrics)
+                scaler.controller = HPAController(scaler.spec, FLEET_HPA_CONFIG, HPAState(status=status))
+
+    def statuses(self) -> dict[str, dict[str, Any]]:
+        """Each HPA's status, to keep (`resume_statuses`)."""
+        return {scaler.spec.name: status_document(scaler.controller.status) for scaler in self.autoscalers}
 
     def start(self, pools: Iterable[Pool]) -> None:
         """The pools' initial nodes (`spec.count`), ready (and a cloud pool's billed) at once."""

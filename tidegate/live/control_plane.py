@@ -241,6 +241,7 @@ class ControlPlane(PlaneViews, FleetHosting):
                 plane._resume_budget(saved.controllers.get("budget"))
                 plane._resume_links(saved.controllers.get("links", {}))
                 plane._resume_notices(saved.controllers.get("notices", {}))
+                plane.fleet.resume_statuses(saved.controllers.get("hpas", {}))
             elif ms.jobs or ms.podgroups or ms.pods:
                 workloads = ManifestSet(jobs=ms.jobs, podgroups=ms.podgroups, pods=ms.pods)
                 plane._accept(workloads, plane.clock.now(), _folder_batch(workloads))
@@ -410,11 +411,13 @@ class ControlPlane(PlaneViews, FleetHosting):
 
     def _controllers(self) -> dict[str, dict[str, Any]]:
         """What the store keeps of the controllers: the budget's period and its queue's own spec, the links
-        that are down."""
+        that are down, the spot notices, each HPA's status (its object's, which outlives a controller)."""
         states: dict[str, dict[str, Any]] = {
             "links": {c: list(down) for c, down in self.links_down.items()},
             "notices": dict(self.notices),
         }
+        if self.fleet.autoscalers:
+            states["hpas"] = self.fleet.statuses()
         budget = self.budget
         if budget is not None:
             original = budget.original.raw or queue_manifest(budget.original)
