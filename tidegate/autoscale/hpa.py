@@ -669,12 +669,25 @@ def _rescaled(desired: int) -> HPACondition:
 
 
 def _set_conditions(
-    existing: tuple[HPACondition, ...], updates: Iterable[HPACondition], now: float
+    existing: tuple[HPACondition, ...], updates: Sequence[HPACondition], now: float
 ) -> tuple[HPACondition, ...]:
     """setConditionInList for each update in turn: a new type is appended; a known one keeps its place and
     takes the update's status, reason and message, its lastTransitionTime moving to ``now`` only when the
     status changes."""
-    out: list[HPACondition] | None = None  # a copy made on the first change (most syncs change nothing)
+    if len(existing) == len(updates):
+        # Most syncs set every type again in its place, most of them unchanged: one plain pass, no copy.
+        aligned = unchanged = True
+        for old, update in zip(existing, updates, strict=True):
+            if old.type != update.type:
+                aligned = False
+                break
+            if unchanged and not (
+                old.status is update.status and old.reason == update.reason and old.message == update.message
+            ):
+                unchanged = False
+        if aligned and unchanged:
+            return existing
+    out: list[HPACondition] | None = None  # a copy made on the first change
     for update in updates:
         current = existing if out is None else out
         for i, old in enumerate(current):
