@@ -22,17 +22,27 @@ from tidegate.autoscale.hpa import (
     DEFAULT_BEHAVIOR,
     DEFAULT_SCALE_UP_RULES,
     DESIRED_WITHIN_RANGE,
+    FAILED_GET_CONTAINER_RESOURCE_METRIC,
     FAILED_GET_EXTERNAL_METRIC,
+    FAILED_GET_OBJECT_METRIC,
+    FAILED_GET_PODS_METRIC,
+    FAILED_GET_RESOURCE_METRIC,
+    FAILED_GET_SCALE,
+    FAILED_UPDATE_SCALE,
+    INVALID_SELECTOR,
     PENDING_JOBS_DURATION_METRIC,
+    READY_FOR_NEW_SCALE,
     SCALE_DOWN_LIMIT,
     SCALE_DOWN_STABILIZED,
     SCALE_UP_LIMIT,
     SCALING_ACTIVE,
     SCALING_DISABLED,
     SCALING_LIMITED,
+    SUCCEEDED_GET_SCALE,
+    SUCCEEDED_RESCALE,
     TOO_FEW_REPLICAS,
     TOO_MANY_REPLICAS,
-    ExternalMetric,
+    VALID_METRIC_FOUND,
     HPABehavior,
     HPAController,
     HPAControllerConfig,
@@ -41,18 +51,31 @@ from tidegate.autoscale.hpa import (
     HPAScalingRules,
     HPASpec,
     HPAState,
-    LabelSelector,
-    MetricTarget,
+    Recommendation,
     ScaleEvent,
     SelectPolicy,
     check_hpa,
     queue_metric_selection,
     queue_metric_values,
     selected_values,
+    status_document,
     step,
-    to_milli,
 )
 from tidegate.autoscale.hpa_manifest import parse_hpa
+from tidegate.autoscale.hpa_metrics import (
+    ContainerResourceMetric,
+    ExternalMetric,
+    LabelSelector,
+    MetricSource,
+    MetricTarget,
+    ObjectMetric,
+    ObjectReference,
+    PodsMetric,
+    PodUsage,
+    ResourceMetric,
+    TargetPod,
+    to_milli,
+)
 from tidegate.model.errors import ManifestErrors, Source
 from tidegate.model.quantity import parse_quantity
 
@@ -110,7 +133,7 @@ def spec_of(
     min_replicas: int = 1,
     max_replicas: int = 50,
     behavior: HPABehavior | None = DEFAULT_BEHAVIOR,
-    metrics: Sequence[ExternalMetric] = (),
+    metrics: Sequence[MetricSource] = (),
 ) -> HPASpec:
     return HPASpec(
         name="h",
@@ -572,7 +595,7 @@ def test_parse_reports_every_bad_field_by_path() -> None:
     doc["spec"]["behavior"]["scaleDown"]["policies"].append({"type": "Pods", "value": 0, "periodSeconds": 60})
     doc["spec"]["behavior"]["scaleUp"] = {"selectPolicy": "Fastest", "stabilizationWindowSeconds": -1}
     doc["spec"]["metrics"][0]["external"]["target"] = {"type": "AverageValue", "averageValue": "-3"}
-    doc["spec"]["metrics"].append({"type": "Resource", "resource": {"name": "cpu"}})
+    doc["spec"]["metrics"].append({"type": "Queue", "resource": {"name": "cpu"}})
     with pytest.raises(ManifestErrors) as caught:
         parse_hpa(doc, Source("hpa.yaml", 2))
     fields = {e.field: e.message for e in caught.value.errors}
@@ -583,9 +606,11 @@ def test_parse_reports_every_bad_field_by_path() -> None:
         "spec.behavior.scaleUp.stabilizationWindowSeconds",
         "spec.metrics[0].external.target.averageValue",
         "spec.metrics[1].type",
+        "spec.metrics[1].resource",
     }
     assert "supported values: Pods, Percent" in fields["spec.behavior.scaleDown.policies[0].type"]
-    assert "External metrics only" in fields["spec.metrics[1].type"]
+    assert 'unsupported value "Queue"' in fields["spec.metrics[1].type"]
+    assert fields["spec.metrics[1].resource"] == "must populate the given metric source only"
     first = str(caught.value.errors[0])
     assert first.startswith("hpa.yaml: document 2: HorizontalPodAutoscaler/cloud-burst-hpa field spec.")
 
@@ -597,7 +622,7 @@ def test_parse_reports_every_bad_field_by_path() -> None:
         (lambda d: d["spec"].pop("maxReplicas"), "spec.maxReplicas"),
         (lambda d: d["spec"].update(minReplicas=True), "spec.minReplicas"),
         (lambda d: d["spec"]["scaleTargetRef"].pop("name"), "spec.scaleTargetRef.name"),
-        (lambda d: d["spec"].update(metrics=[]), "spec.metrics"),
+        (lambda d: d["spec"]["metrics"][0]["external"]["metric"].pop("name"), "spec.metrics[0].external.metric.name"),
         (lambda d: d["spec"]["behavior"]["scaleDown"].update(policies=[]), "spec.behavior.scaleDown.policies"),
         (
             lambda d: d["spec"]["metrics"][0]["external"]["target"].update(value="5"),
@@ -672,6 +697,300 @@ def test_a_selection_worked_out_once_reads_what_queue_metric_values_reads() -> N
     for per_queue in ({"hybrid-gpu-pool": 900.5, "idc-only": 5000}, {"hybrid-gpu-pool": 0.0, "idc-only": 0.0}):
         assert selected_values(selection, per_queue) == queue_metric_values(spec, per_queue)
     assert queue_metric_selection(spec, ["idc-only"]) == ()
+
+
+# --------------------------------------------------------------------------------------------------
+# Every metric type, and the conditions as horizontal.go sets them (horizontal_test.go's cases named)
+# --------------------------------------------------------------------------------------------------
+
+CPU_80 = ResourceMetric("cpu", MetricTarget("Utilization", average_utilization=80))
+
+
+def hpa_pods(count: int, request: str = "100m") -> list[TargetPod]:
+    """horizontal_test.go's pods: Running, Ready, one container requesting `request` cpu, started long ago."""
+    return [TargetPod(f"p{i}", requests={"c": {"cpu": request}}, started=-1e9, ready_since=-1e9) for i in range(count)]
+
+
+def cpu_usage(*milli: int) -> dict[str, PodUsage]:
+    return {f"p{i}": PodUsage({"c": {"cpu": Fraction(m, 1000)}}, 0.0) for i, m in enumerate(milli)}
+
+
+def types(result: HPAResult) -> list[tuple[str, bool, str]]:
+    return [(c.type, c.status, c.reason) for c in result.conditions]
+
+
+def test_condition_failed_update_scale_stores_no_scale_event() -> None:
+    # TestConditionFailedUpdateScale: 3 pods at 150% of a 100% target want ceil(1.5 x 3) = 5; the update fails.
+    spec = spec_of(
+        max_replicas=5, metrics=[ResourceMetric("cpu", MetricTarget("Utilization", average_utilization=100))]
+    )
+    hpa = HPAController(spec)
+    refused = hpa.step(0, 3, {}, pods=hpa_pods(3), usage=cpu_usage(150, 150, 150), update_scale=lambda c, d: "boom")
+    assert (refused.desired_replicas, refused.reason, refused.rescale) == (3, FAILED_UPDATE_SCALE, False)
+    assert types(refused) == [
+        (ABLE_TO_SCALE, False, FAILED_UPDATE_SCALE),
+        (SCALING_ACTIVE, True, VALID_METRIC_FOUND),
+        (SCALING_LIMITED, False, DESIRED_WITHIN_RANGE),
+    ]
+    assert refused.conditions[0].message == "the HPA controller was unable to update the target scale: boom"
+    assert refused.conditions[1].message == (
+        "the HPA was able to successfully calculate a replica count from "
+        "cpu resource utilization (percentage of request)"
+    )
+    status = hpa.status
+    assert (status.desired_replicas, status.last_scale_time, hpa.state.scale_up_events) == (0, None, ())
+    # Nothing was stored, so at t=5 the full budget is there: max(3 + 4, 3 x 2) = 7 allows 5.
+    done = hpa.step(5, 3, {}, pods=hpa_pods(3), usage=cpu_usage(150, 150, 150))
+    assert (done.desired_replicas, types(done)[0]) == (5, (ABLE_TO_SCALE, True, SUCCEEDED_RESCALE))
+    assert (hpa.status.desired_replicas, hpa.status.last_scale_time) == (5, 5)
+    # AbleToScale flipped False -> True at 5; ScalingActive stayed True since 0.
+    assert [(c.type, c.last_transition_time) for c in hpa.status.conditions] == [
+        (ABLE_TO_SCALE, 5),
+        (SCALING_ACTIVE, 0),
+        (SCALING_LIMITED, 0),
+    ]
+
+
+def test_condition_failed_get_metrics_per_metric_type() -> None:
+    # TestConditionFailedGetMetrics: one metric whose API answers nothing -> ScalingActive False with its reason.
+    cases = [
+        (CPU_80, FAILED_GET_RESOURCE_METRIC, "failed to get cpu utilization: unable to get metrics for resource cpu"),
+        (
+            PodsMetric("qps", MetricTarget("AverageValue", average_value=Fraction(15))),
+            FAILED_GET_PODS_METRIC,
+            "unable to get metric qps: no metrics returned from custom metrics API",
+        ),
+        (
+            ObjectMetric(
+                ObjectReference("Deployment", "d", "apps/v1"), "qps", MetricTarget("Value", value=Fraction(15))
+            ),
+            FAILED_GET_OBJECT_METRIC,
+            "unable to get metric qps: Deployment on default d/",
+        ),
+        (
+            ExternalMetric("qps", MetricTarget("Value", value=Fraction(3, 10)), LabelSelector()),
+            FAILED_GET_EXTERNAL_METRIC,
+            "unable to get external metric default/qps/&LabelSelector{",
+        ),
+        (
+            ContainerResourceMetric("cpu", "c", MetricTarget("Utilization", average_utilization=10)),
+            FAILED_GET_CONTAINER_RESOURCE_METRIC,
+            "failed to get cpu utilization: unable to get metrics for resource cpu",
+        ),
+    ]
+    for metric, reason, message in cases:
+        _, r = step(HPAState(), spec_of(max_replicas=100, metrics=[metric]), 0, 3, {}, pods=hpa_pods(3))
+        assert types(r) == [(ABLE_TO_SCALE, True, SUCCEEDED_GET_SCALE), (SCALING_ACTIVE, False, reason)]
+        assert r.conditions[1].message.startswith(f"the HPA was unable to compute the replica count: {message}")
+        assert (r.desired_replicas, r.reason) == (3, reason)
+
+
+def test_condition_failed_get_scale_and_invalid_selector() -> None:
+    # TestConditionFailedGetScale: only AbleToScale is set, nothing else happens (no recommendation recorded).
+    state, r = step(HPAState(), spec_of(), 0, 3, {M: [3]}, scale_error="something went wrong")
+    assert types(r) == [(ABLE_TO_SCALE, False, FAILED_GET_SCALE)]
+    assert r.message == "the HPA controller was unable to get the target's current scale: something went wrong"
+    assert state.recommendations == () and state.status.conditions[0].reason == FAILED_GET_SCALE
+    # TestConditionInvalidSelectorMissing: the scale is read, the metrics are not.
+    missing = (INVALID_SELECTOR, "the HPA target's scale is missing a selector")
+    _, r = step(HPAState(), spec_of(), 0, 3, {M: [30]}, selector_error=missing)
+    assert types(r) == [(ABLE_TO_SCALE, True, SUCCEEDED_GET_SCALE), (SCALING_ACTIVE, False, INVALID_SELECTOR)]
+    assert (r.desired_replicas, r.metrics) == (3, ())
+
+
+def test_zero_replicas_and_out_of_range_conditions() -> None:
+    # TestZeroReplicas: a target at 0 with minReplicas 3 is left alone.
+    _, r = step(HPAState(), spec_of(min_replicas=3), 0, 0, {M: [30]})
+    assert types(r) == [(ABLE_TO_SCALE, True, SUCCEEDED_GET_SCALE), (SCALING_ACTIVE, False, SCALING_DISABLED)]
+    assert r.conditions[1].message == "scaling is disabled since the replica count of the target is zero"
+    # TestTooFewReplicas / TestTooManyReplicas: set straight to the bound; only AbleToScale is set.
+    hpa = HPAController(spec_of(min_replicas=3, max_replicas=5))
+    first = hpa.step(0, 4, {M: [4]})  # within range: all three conditions
+    assert [c.type for c in first.conditions] == [ABLE_TO_SCALE, SCALING_ACTIVE, SCALING_LIMITED]
+    r = hpa.step(10, 2, {M: [40]})
+    assert (r.desired_replicas, types(r)) == (3, [(ABLE_TO_SCALE, True, SUCCEEDED_RESCALE)])
+    # ScalingActive and ScalingLimited keep their values (and times) from the evaluation before.
+    assert [(c.type, c.reason, c.last_transition_time) for c in hpa.status.conditions] == [
+        (ABLE_TO_SCALE, SUCCEEDED_RESCALE, 0),
+        (SCALING_ACTIVE, VALID_METRIC_FOUND, 0),
+        (SCALING_LIMITED, DESIRED_WITHIN_RANGE, 0),
+    ]
+    assert hpa.status.current_metrics == ()  # no metrics were read
+    r = hpa.step(20, 9, {M: [40]})
+    assert (r.desired_replicas, r.reason, r.message) == (
+        5,
+        TOO_MANY_REPLICAS,
+        "Current number of replicas above Spec.MaxReplicas: 9 -> 5",
+    )
+
+
+def test_pods_metric_scale_up_and_more_replicas_than_spec() -> None:
+    # TestNoBackoffUpscaleCM: qps 20, 10 and 30 against 15 per pod -> ceil(20 / 15 x 3) = 4.
+    qps = PodsMetric("qps", MetricTarget("AverageValue", average_value=Fraction(15)))
+    values = {qps.key: {"p0": 20, "p1": 10, "p2": 30}}
+    _, r = step(
+        HPAState(), spec_of(max_replicas=5, behavior=None, metrics=[qps]), 0, 3, {}, pods=hpa_pods(3), pod_values=values
+    )
+    assert r.desired_replicas == 4
+    assert types(r) == [
+        (ABLE_TO_SCALE, True, SUCCEEDED_RESCALE),
+        (SCALING_ACTIVE, True, VALID_METRIC_FOUND),
+        (SCALING_LIMITED, False, DESIRED_WITHIN_RANGE),
+    ]
+    assert "pods metric qps" in r.conditions[1].message
+    # TestMoreReplicasThanSpecNoScale: spec 4 while 5 pods run (a surge), each at 50% of a 50% target: keep 4.
+    half = ResourceMetric("cpu", MetricTarget("Utilization", average_utilization=50))
+    spec = spec_of(max_replicas=8, behavior=None, metrics=[half])
+    _, r = step(HPAState(), spec, 0, 4, {}, status_replicas=5, pods=hpa_pods(5, "1"), usage=cpu_usage(*[500] * 5))
+    assert (r.desired_replicas, types(r)[0]) == (4, (ABLE_TO_SCALE, True, READY_FOR_NEW_SCALE))
+
+
+def test_stabilize_downscale_without_behavior() -> None:
+    # TestStabilizeDownscale: recommendations 10 (10 min ago, out of the 5 min window) and 4 (1 min ago); the
+    # metrics now ask for 2 (50% of a 100% target over 4 pods), the window's highest, 4, is kept.
+    state = HPAState(recommendations=(Recommendation(10, -600), Recommendation(4, -60)))
+    cpu = ResourceMetric("cpu", MetricTarget("Utilization", average_utilization=100))
+    spec = spec_of(max_replicas=5, behavior=None, metrics=[cpu])
+    state, r = step(state, spec, 0, 4, {}, pods=hpa_pods(4), usage=cpu_usage(50, 50, 50, 50))
+    assert (r.metric_replicas, r.desired_replicas) == (2, 4)
+    assert types(r)[0] == (ABLE_TO_SCALE, True, SCALE_DOWN_STABILIZED)
+    # The old recommendation's slot took the new one.
+    assert state.recommendations == (Recommendation(2, 0), Recommendation(4, -60))
+
+
+def test_status_document_names_fields_as_kubernetes() -> None:
+    hpa = HPAController(issue_spec(), FROM_ZERO)
+    hpa.step(0, 0, pending(1500))
+    doc = status_document(hpa.status)
+    assert (doc["currentReplicas"], doc["desiredReplicas"], doc["lastScaleTime"]) == (0, 4, 0)
+    assert doc["currentMetrics"] == [
+        {
+            "type": "External",
+            "metric": "external metric volcano_queue_pending_jobs_duration_seconds(&LabelSelector{MatchLabels:"
+            "map[string]string{queue: hybrid-gpu-pool,},MatchExpressions:[]LabelSelectorRequirement{},})",
+            "current": {"averageValue": 0.0},
+            "replicas": 5,
+            "error": None,
+        }
+    ]
+    assert [(c["type"], c["status"], c["reason"]) for c in doc["conditions"]] == [
+        ("AbleToScale", "True", "SucceededRescale"),
+        ("ScalingActive", "True", "ValidMetricFound"),
+        ("ScalingLimited", "True", "ScaleUpLimit"),
+    ]
+
+
+def test_every_metric_type_parses() -> None:
+    doc = yaml.safe_load(ISSUE_MANIFEST)
+    doc["spec"]["metrics"] += [
+        {
+            "type": "Object",
+            "object": {
+                "describedObject": {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "name": "dev"},
+                "metric": {"name": "tidegate_queue_jobs", "selector": {"matchLabels": {"phase": "waiting"}}},
+                "target": {"type": "Value", "value": "4"},
+            },
+        },
+        {
+            "type": "Pods",
+            "pods": {"metric": {"name": "tidegate_node_jobs"}, "target": {"type": "AverageValue", "averageValue": 2}},
+        },
+        {
+            "type": "Resource",
+            "resource": {"name": "nvidia.com/gpu", "target": {"type": "Utilization", "averageUtilization": 75}},
+        },
+        {
+            "type": "ContainerResource",
+            "containerResource": {
+                "name": "cpu",
+                "container": "virtual-kubelet",
+                "target": {"type": "AverageValue", "averageValue": "48"},
+            },
+        },
+    ]
+    external, queue, node, gpu, cpu = parse_hpa(doc).metrics
+    assert isinstance(external, ExternalMetric)
+    assert queue == ObjectMetric(
+        ObjectReference("Queue", "dev", "scheduling.volcano.sh/v1beta1"),
+        "tidegate_queue_jobs",
+        MetricTarget("Value", value=Fraction(4)),
+        LabelSelector.of({"phase": "waiting"}),
+    )
+    assert node == PodsMetric("tidegate_node_jobs", MetricTarget("AverageValue", average_value=Fraction(2)))
+    assert gpu == ResourceMetric("nvidia.com/gpu", MetricTarget("Utilization", average_utilization=75))
+    assert cpu == ContainerResourceMetric(
+        "cpu", "virtual-kubelet", MetricTarget("AverageValue", average_value=Fraction(48))
+    )
+    # defaults.go: no metrics is cpu at 80% utilization.
+    assert parse_hpa({**doc, "spec": {**doc["spec"], "metrics": None}}).metrics == (CPU_80,)
+
+
+@pytest.mark.parametrize(
+    ("metric", "fields"),
+    [
+        (
+            {"type": "Pods", "pods": {"metric": {"name": "q"}, "target": {"type": "Value", "value": 1}}},
+            ["pods.target.averageValue"],
+        ),
+        (
+            {
+                "type": "Resource",
+                "resource": {
+                    "name": "cpu",
+                    "target": {"type": "Utilization", "averageUtilization": 5, "averageValue": 1},
+                },
+            },
+            ["resource.target.averageValue"],
+        ),
+        (
+            {"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Value", "value": 1}}},
+            ["resource.target.averageUtilization"],
+        ),
+        (
+            {
+                "type": "ContainerResource",
+                "containerResource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 5}},
+            },
+            ["containerResource.container"],
+        ),
+        (
+            {"type": "Object", "object": {"metric": {"name": "q"}, "target": {"type": "Value", "value": 1}}},
+            ["object.describedObject"],
+        ),
+        ({"type": "Object"}, ["object"]),
+        (
+            {
+                "type": "Pods",
+                "pods": {"metric": {"name": "q"}, "target": {"type": "AverageValue", "averageValue": 1}},
+                "external": {},
+            },
+            ["external"],
+        ),
+        (
+            {
+                "type": "Resource",
+                "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 0}},
+            },
+            ["resource.target.averageUtilization"],
+        ),
+    ],
+)
+def test_metric_specs_the_api_server_refuses(metric: dict[str, Any], fields: list[str]) -> None:
+    doc = yaml.safe_load(ISSUE_MANIFEST)
+    doc["spec"]["metrics"] = [metric]
+    with pytest.raises(ManifestErrors) as caught:
+        parse_hpa(doc)
+    assert [e.field for e in caught.value.errors] == [f"spec.metrics[0].{f}" for f in fields]
+
+
+def test_check_hpa_on_targets_the_controller_reads_differently() -> None:
+    odd = ObjectMetric(ObjectReference("Queue", "dev"), "m", MetricTarget("Value", average_value=Fraction(2)))
+    raw = ResourceMetric("cpu", MetricTarget("Utilization", average_value=Fraction(2)))
+    object_warning, resource_warning = check_hpa(spec_of(min_replicas=1, metrics=[odd, raw]), FROM_ZERO)
+    assert "FailedGetObjectMetric" in object_warning and "spec.metrics[0].object.target" in object_warning
+    assert "uses averageValue" in resource_warning and "spec.metrics[1].resource.target.type" in resource_warning
+    zero, _ = check_hpa(spec_of(min_replicas=0, metrics=[raw]), FROM_ZERO)
+    assert "spec.minReplicas is 0 without an Object or External metric" in zero
 
 
 def test_time_must_not_go_back() -> None:

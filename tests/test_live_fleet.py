@@ -15,6 +15,7 @@ from tidegate.cli.serve import served_fleet
 from tidegate.clock import SimClock
 from tidegate.live.control_plane import ControlPlane
 from tidegate.live.jobs import JobPhase, NotFound
+from tidegate.model.errors import ManifestErrors
 from tidegate.model.manifests import load_manifests
 from tidegate.model.objects import PodPhase
 from tidegate.server.app import create_app
@@ -156,6 +157,16 @@ def test_idc_pools_become_nodes_and_a_waiting_job_bursts_onto_a_cloud_node_the_h
     clock.run(until=400.0)
     (pool,) = [p for p in plane.pools_view() if p["name"] == "cloud-a100"]
     assert pool["billed_nodes"] == 1 and pool["events"]
+    # GET /pools shows the HPA's status as `kubectl get hpa -o yaml` would
+    (shown,) = [p for p in TestClient(create_app(plane)).get("/pools").json() if p["name"] == "cloud-a100"]
+    status = shown["hpa_status"]
+    assert (shown["hpa"], status["currentReplicas"], status["desiredReplicas"]) == ("cloud-burst-hpa", 1, 1)
+    assert [(c["type"], c["status"]) for c in status["conditions"]] == [
+        ("AbleToScale", "True"),
+        ("ScalingActive", "True"),
+        ("ScalingLimited", "False"),
+    ]
+    assert status["currentMetrics"][0]["type"] == "External" and status["lastScaleTime"] is not None
     clock.run(until=600.0)
     assert node_of(plane, "default/second") == "cloud-a100-0"
     cloud = plane.nodes["cloud-a100-0"]
@@ -249,9 +260,13 @@ def test_a_restart_keeps_the_cloud_nodes_and_what_runs_on_them(tmp_path: Path) -
     fill_the_idc_then_wait(plane, clock)
     clock.run(until=600.0)
     assert node_of(plane, "default/second") == "cloud-a100-0"
+    (kept,) = [p["hpa_status"] for p in plane.pools_view() if p["name"] == "cloud-a100"]
     plane.stop()
     again = start(SimClock(start=700.0))  # a new process on the same store
     assert sorted(again.nodes) == ["cloud-a100-0", "idc-a100-0"]
+    # the HPA's status is its object's, kept as written (conditions with their transition times)
+    (shown,) = [p["hpa_status"] for p in again.pools_view() if p["name"] == "cloud-a100"]
+    assert shown == kept and kept["lastScaleTime"] == 15.0 and kept["conditions"][0]["lastTransitionTime"] == 0.0
     second = again.jobs["default/second"]
     assert second.phase is JobPhase.RUNNING and node_of(again, "default/second") == "cloud-a100-0"
     # still in the burst queue it overflowed to (not charged to dev), its pods still tolerating the cloud
@@ -460,6 +475,14 @@ def test_while_the_cloud_link_is_down_work_degrades_to_the_idc_and_comes_back_wh
     assert third.waiting and third.group.queue == "dev"
     (cloud,) = [p for p in plane.pools_view() if p["name"] == "cloud-a100"]
     assert cloud["nodes"] == ["cloud-a100-0"] and cloud["provisioning"] == 0
+    # third waits in dev: its HPA wants a second node, and the scale update fails while the cloud is cut off
+    able = cloud["hpa_status"]["conditions"][0]
+    assert (able["type"], able["status"], able["reason"]) == ("AbleToScale", "False", "FailedUpdateScale")
+    assert able["message"] == (
+        "the HPA controller was unable to update the target scale: "
+        "NodePool cloud-a100 may not grow now: its cluster aliyun is cut off"
+    )
+    assert any("HPA cloud-burst-hpa AbleToScale False FailedUpdateScale" in e["message"] for e in cloud["events"])
     plane.stop()
     clock = SimClock(start=1600.0)
     again = serve_folder(tmp_path, clock, store)  # a restart keeps the link down until it is reported up
@@ -557,3 +580,25 @@ def test_jobs_may_ask_for_what_the_pools_offer_though_no_queue_names_it(tmp_path
     assert plane.submit(job("first", queue="prod")) == ["default/first"]
     clock.run(until=0.5)
     assert node_of(plane, "default/first") == "idc-a100-0"
+
+
+def test_serve_refuses_a_metric_it_cannot_supply_and_warns_of_a_selector_naming_no_queue(tmp_path: Path) -> None:
+    (tmp_path / "fleet.yaml").write_text(
+        FOLDER.replace("DEV_CAP", "16").replace("name: volcano_queue_pending_jobs_duration_seconds", "name: qps")
+    )
+    with pytest.raises(ManifestErrors) as caught:
+        serve_folder(tmp_path, SimClock())
+    assert [e.field for e in caught.value.errors] == ["spec.metrics[0].external.metric.name"]
+    (tmp_path / "fleet.yaml").write_text(
+        FOLDER.replace("DEV_CAP", "16").replace("queue: hybrid-gpu-pool", "queue: nowhere")
+    )
+    clock = SimClock()
+    plane = serve_folder(tmp_path, clock)
+    (warning,) = [w for w in plane.warnings if "HorizontalPodAutoscaler" in w]
+    assert "HorizontalPodAutoscaler/cloud-burst-hpa field spec.metrics[0].external.metric.selector" in warning
+    fill_the_idc_then_wait(plane, clock)
+    clock.run(until=300.0)
+    (cloud,) = [p for p in plane.pools_view() if p["name"] == "cloud-a100"]
+    active = cloud["hpa_status"]["conditions"][1]
+    assert (active["reason"], cloud["billed_nodes"]) == ("FailedGetExternalMetric", 0)
+    plane.stop()

@@ -1,25 +1,36 @@
-"""The Kubernetes HorizontalPodAutoscaler (autoscaling/v2) replica calculation, exact and clock-free.
+"""The Kubernetes HorizontalPodAutoscaler (autoscaling/v2) controller, exact and clock-free.
 
-tidegate scales its cloud node pool (a virtual-kubelet Deployment) the way a Kubernetes HPA would, so
-an HPA manifest written for a real cluster means the same thing here, in the simulator and in the live
-control plane. This module reimplements, in plain Python, what kube-controller-manager does in
-``pkg/controller/podautoscaler/horizontal.go`` and ``replica_calculator.go`` for External metrics:
+tidegate scales its cloud node pools (virtual-kubelet Deployments) the way a Kubernetes HPA would, so an
+HPA manifest written for a real cluster means the same thing here, in the simulator and in the live
+control plane. This module reimplements in plain Python what kube-controller-manager v1.34
+(release-1.34) does in ``pkg/controller/podautoscaler/horizontal.go``; the per-metric arithmetic of
+``replica_calculator.go`` and ``metrics/utilization.go`` is in ``hpa_metrics.py``.
 
-1. ``reconcileAutoscaler``: a target at 0 replicas is left alone ("ScalingDisabled") unless scaling
-   from zero is allowed and ``minReplicas`` is 0; a target above ``maxReplicas`` / below ``minReplicas``
-   is set straight to the bound, with no metrics, stabilization or rate limits.
-2. ``computeReplicasForMetrics``: one proposal per metric, the largest wins; when every metric fails,
-   or some fail and the rest propose a scale-down, nothing happens.
-3. ``GetExternalPerPodMetricReplicas`` (``averageValue``) and ``GetExternalMetricReplicas`` (``value``),
-   with the tolerance band ``[1 - 0.1, 1 + 0.1]`` (inclusive) around a usage ratio of 1.
-4. With ``spec.behavior`` set, ``normalizeDesiredReplicasWithBehaviors``: the stabilization window
-   (``stabilizeRecommendationWithBehaviors``), then the rate limits
-   (``convertDesiredReplicasWithBehaviorRate`` with ``calculateScaleUpLimitWithScalingRules`` and
-   ``calculateScaleDownLimitWithBehaviors``) over the scale events of the last ``periodSeconds``.
-   Without ``spec.behavior`` Kubernetes still runs its older algorithm (``normalizeDesiredReplicas``):
-   the maximum recommendation over the downscale window in both directions, and at most
-   ``max(2 x current, 4)`` replicas per evaluation. Both paths are here; ``HPASpec.behavior is None``
-   selects the older one, exactly as ``hpa.Spec.Behavior == nil`` does in the controller.
+1. ``reconcileAutoscaler``: the target's scale is read (AbleToScale True SucceededGetScale, or False
+   FailedGetScale and nothing else happens); a target at 0 replicas is left alone (ScalingActive False
+   ScalingDisabled) unless ``minReplicas`` is 0 and scaling from zero is allowed; a target above
+   ``maxReplicas`` / below ``minReplicas`` is set straight to the bound, with no metrics, stabilization or
+   rate limits (ScalingActive and ScalingLimited keep their previous values).
+2. ``computeReplicasForMetrics``: the target's pod selector must be usable (else ScalingActive False
+   InvalidSelector or AmbiguousSelector); one proposal per metric, the largest wins (ScalingActive True
+   ValidMetricFound); when every metric fails, or some fail and the rest propose a scale-down, nothing
+   happens and ScalingActive is False with the first failed metric's reason (FailedGetExternalMetric,
+   FailedGetObjectMetric, FailedGetPodsMetric, FailedGetResourceMetric, FailedGetContainerResourceMetric)
+   and message.
+3. With ``spec.behavior`` set, ``normalizeDesiredReplicasWithBehaviors``: the stabilization window
+   (``stabilizeRecommendationWithBehaviors``; AbleToScale ScaleUpStabilized/ScaleDownStabilized, else
+   ReadyForNewScale), then the rate limits (``convertDesiredReplicasWithBehaviorRate``; ScalingLimited
+   ScaleUpLimit/ScaleDownLimit/TooManyReplicas/TooFewReplicas, True when it changed the count, else False
+   DesiredWithinRange) over the scale events of the last ``periodSeconds``. Without ``spec.behavior``
+   Kubernetes still runs its older algorithm (``normalizeDesiredReplicas``): the maximum recommendation
+   over the downscale window in both directions, and at most ``max(2 x current, 4)`` replicas per
+   evaluation. ``HPASpec.behavior is None`` selects it, exactly as ``hpa.Spec.Behavior == nil`` does.
+4. The rescale: AbleToScale True SucceededRescale and the scale event stored, or, when the update fails,
+   False FailedUpdateScale with nothing stored. Conditions merge into the HPA's status as
+   ``setConditionInList`` does: a type keeps its place and its lastTransitionTime unless its status flips.
+
+AbleToScale's BackoffBoth, BackoffDownscale and BackoffUpscale are not set: Kubernetes stopped setting them
+in 1.12, when the stabilization window replaced the up/downscale forbidden windows.
 
 Arithmetic follows the Go code operation for operation: metric values and targets are integer
 milli-units (``Quantity.MilliValue``, rounded up), ratios and Percent policies are IEEE doubles
@@ -45,52 +56,70 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from decimal import Decimal
-from fractions import Fraction
-from typing import Final, Literal, TypeAlias
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Final, Literal, TypeAlias, cast
 
-from tidegate.model.errors import FieldError
-from tidegate.model.quantity import parse_quantity
+from tidegate.autoscale.hpa_metrics import (
+    DEFAULT_CPU_INITIALIZATION_PERIOD_SECONDS,
+    DEFAULT_INITIAL_READINESS_DELAY_SECONDS,
+    DEFAULT_TOLERANCE,
+    MAX_INT32,
+    MIN_INT32,
+    ContainerResourceMetric,
+    ExternalMetric,
+    LabelSelector,
+    MetricInputs,
+    MetricResult,
+    MetricSource,
+    ObjectMetric,
+    PodsMetric,
+    PodUsage,
+    QuantityLike,
+    ResourceMetric,
+    TargetPod,
+    external_metric_replicas,
+    metric_replicas,
+)
+from tidegate.model.errors import FieldError, Source
 
 PolicyType: TypeAlias = Literal["Pods", "Percent"]
 SelectPolicy: TypeAlias = Literal["Max", "Min", "Disabled"]
-TargetType: TypeAlias = Literal["Value", "AverageValue", "Utilization"]
-SelectorOperator: TypeAlias = Literal["In", "NotIn", "Exists", "DoesNotExist"]
-#: A metric sample or target as users write it: 300, 1.5, "500m", "2k", or an exact Fraction.
-QuantityLike: TypeAlias = int | float | str | Fraction
 
 POLICY_TYPES: Final = ("Pods", "Percent")
 SELECT_POLICIES: Final = ("Max", "Min", "Disabled")
-TARGET_TYPES: Final = ("Value", "AverageValue", "Utilization")
-SELECTOR_OPERATORS: Final = ("In", "NotIn", "Exists", "DoesNotExist")
 
 #: The largest stabilization window the Kubernetes API server accepts (validation.go).
 MAX_STABILIZATION_WINDOW_SECONDS: Final = 3600
 #: The largest policy period the Kubernetes API server accepts (validation.go).
 MAX_PERIOD_SECONDS: Final = 1800
-#: kube-controller-manager --horizontal-pod-autoscaler-tolerance.
-DEFAULT_TOLERANCE: Final = 0.1
 #: kube-controller-manager --horizontal-pod-autoscaler-downscale-stabilization (5m).
 DEFAULT_DOWNSCALE_STABILIZATION_SECONDS: Final = 300
 #: The Volcano metric tidegate's cloud-burst HPA scales on (seconds the queue's jobs have been pending).
 PENDING_JOBS_DURATION_METRIC: Final = "volcano_queue_pending_jobs_duration_seconds"
-
-_MAX_INT32: Final = 2**31 - 1
-_MIN_INT32: Final = -(2**31)
+#: What Kubernetes fills in for an HPA without metrics (defaults.go: cpu at 80% of requests).
+DEFAULT_CPU_UTILIZATION: Final = 80
 
 # Condition types and reasons, spelled as the Kubernetes HPA controller spells them.
 ABLE_TO_SCALE: Final = "AbleToScale"
 SCALING_ACTIVE: Final = "ScalingActive"
 SCALING_LIMITED: Final = "ScalingLimited"
-SCALING_DISABLED: Final = "ScalingDisabled"
-FAILED_GET_EXTERNAL_METRIC: Final = "FailedGetExternalMetric"
-VALID_METRIC_FOUND: Final = "ValidMetricFound"
+SUCCEEDED_GET_SCALE: Final = "SucceededGetScale"
+FAILED_GET_SCALE: Final = "FailedGetScale"
 SUCCEEDED_RESCALE: Final = "SucceededRescale"
+FAILED_UPDATE_SCALE: Final = "FailedUpdateScale"
 READY_FOR_NEW_SCALE: Final = "ReadyForNewScale"
 SCALE_UP_STABILIZED: Final = "ScaleUpStabilized"
 SCALE_DOWN_STABILIZED: Final = "ScaleDownStabilized"
+SCALING_DISABLED: Final = "ScalingDisabled"
+INVALID_SELECTOR: Final = "InvalidSelector"
+AMBIGUOUS_SELECTOR: Final = "AmbiguousSelector"
+VALID_METRIC_FOUND: Final = "ValidMetricFound"
+FAILED_GET_EXTERNAL_METRIC: Final = ExternalMetric.FAILED
+FAILED_GET_OBJECT_METRIC: Final = ObjectMetric.FAILED
+FAILED_GET_PODS_METRIC: Final = PodsMetric.FAILED
+FAILED_GET_RESOURCE_METRIC: Final = ResourceMetric.FAILED
+FAILED_GET_CONTAINER_RESOURCE_METRIC: Final = ContainerResourceMetric.FAILED
 SCALE_UP_LIMIT: Final = "ScaleUpLimit"
 SCALE_DOWN_LIMIT: Final = "ScaleDownLimit"
 TOO_MANY_REPLICAS: Final = "TooManyReplicas"
@@ -98,6 +127,7 @@ TOO_FEW_REPLICAS: Final = "TooFewReplicas"
 DESIRED_WITHIN_RANGE: Final = "DesiredWithinRange"
 
 _MESSAGES: Final = {
+    SUCCEEDED_GET_SCALE: "the HPA controller was able to get the target's current scale",
     SCALE_UP_STABILIZED: "recent recommendations were lower than current one, "
     "applying the lowest recent recommendation",
     SCALE_DOWN_STABILIZED: "recent recommendations were higher than current one, "
@@ -109,6 +139,7 @@ _MESSAGES: Final = {
     TOO_FEW_REPLICAS: "the desired replica count is less than the minimum replica count",
     DESIRED_WITHIN_RANGE: "the desired count is within the acceptable range",
     SCALING_DISABLED: "scaling is disabled since the replica count of the target is zero",
+    INVALID_SELECTOR: "the HPA target's scale is missing a selector",
 }
 
 
@@ -199,124 +230,12 @@ DEFAULT_BEHAVIOR: Final = HPABehavior()
 
 
 @dataclass(frozen=True, slots=True)
-class LabelSelectorRequirement:
-    """One ``matchExpressions`` entry of a metric selector."""
-
-    key: str
-    operator: SelectorOperator
-    values: tuple[str, ...] = ()
-
-    def __post_init__(self) -> None:
-        if self.operator not in SELECTOR_OPERATORS:
-            raise FieldError("operator", f"{self.operator!r} is not one of {', '.join(SELECTOR_OPERATORS)}")
-        if self.operator in ("In", "NotIn") and not self.values:
-            raise FieldError("values", f"must be non-empty when operator is {self.operator}")
-        if self.operator in ("Exists", "DoesNotExist") and self.values:
-            raise FieldError("values", f"must be empty when operator is {self.operator}")
-
-    def matches(self, labels: Mapping[str, str]) -> bool:
-        """Whether a sample with these labels satisfies the requirement (Kubernetes label semantics)."""
-        if self.operator == "In":
-            return labels.get(self.key) in self.values
-        if self.operator == "NotIn":
-            return labels.get(self.key) not in self.values
-        if self.operator == "Exists":
-            return self.key in labels
-        return self.key not in labels
-
-
-@dataclass(frozen=True, slots=True)
-class LabelSelector:
-    """A metric's ``selector``: sorted ``matchLabels`` pairs and ``matchExpressions``."""
-
-    match_labels: tuple[tuple[str, str], ...] = ()
-    match_expressions: tuple[LabelSelectorRequirement, ...] = ()
-
-    @classmethod
-    def of(cls, match_labels: Mapping[str, str] | None = None, *expressions: LabelSelectorRequirement) -> LabelSelector:
-        """A selector from a plain label mapping (sorted, so equal selectors compare equal)."""
-        return cls(tuple(sorted((match_labels or {}).items())), tuple(expressions))
-
-    def matches(self, labels: Mapping[str, str]) -> bool:
-        """Whether a metric sample with these labels is one the external metrics API would return."""
-        return all(labels.get(k) == v for k, v in self.match_labels) and all(
-            e.matches(labels) for e in self.match_expressions
-        )
-
-    def __str__(self) -> str:
-        parts = [f"{k}={v}" for k, v in self.match_labels]
-        for e in self.match_expressions:
-            if e.operator in ("In", "NotIn"):
-                parts.append(f"{e.key} {e.operator.lower()} ({','.join(e.values)})")
-            else:
-                parts.append(e.key if e.operator == "Exists" else f"!{e.key}")
-        return "{" + ",".join(parts) + "}"
-
-
-@dataclass(frozen=True, slots=True)
-class MetricTarget:
-    """``target`` of a metric. For External metrics Kubernetes decides by which field is set, not by
-    ``type``: ``average_value`` (divide the total by the replica count) wins, otherwise ``value``."""
-
-    type: TargetType
-    value: Fraction | None = None
-    average_value: Fraction | None = None
-    average_utilization: int | None = None
-    #: The target the controller divides by, in milli-units rounded up (Quantity.MilliValue); None when
-    #: neither value nor averageValue is set (such a target is refused by ExternalMetric).
-    milli: int | None = field(init=False, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        if self.type not in TARGET_TYPES:
-            raise FieldError("type", f"{self.type!r} must be either Utilization, Value, or AverageValue")
-        for name, amount in (("value", self.value), ("averageValue", self.average_value)):
-            if amount is not None and amount <= 0:
-                raise FieldError(name, f"{amount} must be positive")
-        if self.average_utilization is not None and self.average_utilization < 1:
-            raise FieldError("averageUtilization", f"{self.average_utilization} must be greater than 0")
-        amount = self.average_value if self.average_value is not None else self.value
-        object.__setattr__(self, "milli", None if amount is None else math.ceil(amount * 1000))
-
-    @property
-    def per_pod(self) -> bool:
-        """True when the controller will use ``averageValue`` (GetExternalPerPodMetricReplicas)."""
-        return self.average_value is not None
-
-    @property
-    def milli_value(self) -> int:
-        """The target the controller divides by, in milli-units rounded up (Quantity.MilliValue)."""
-        if self.milli is None:
-            raise ValueError("an External metric target needs value or averageValue")
-        return self.milli
-
-
-@dataclass(frozen=True, slots=True)
-class ExternalMetric:
-    """One ``type: External`` entry of ``spec.metrics``."""
-
-    name: str
-    target: MetricTarget
-    selector: LabelSelector = LabelSelector()
-    #: ``name{selector}``: how ``step`` looks samples up when two metrics share a name.
-    key: str = field(init=False, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        if not self.name:
-            raise FieldError("metric.name", "must specify a metric name")
-        if self.target.value is None and self.target.average_value is None:
-            raise FieldError("target.averageValue", "must set either a target value for metric or a per-pod target")
-        object.__setattr__(self, "key", f"{self.name}{self.selector}")
-
-    def __str__(self) -> str:
-        return f"external metric {self.key}"
-
-
-@dataclass(frozen=True, slots=True)
 class HPASpec:
     """An autoscaling/v2 HorizontalPodAutoscaler as tidegate evaluates it.
 
     ``behavior=None`` is a manifest without ``spec.behavior``: Kubernetes then runs its pre-behavior
     algorithm, which is close to, but not the same as, ``DEFAULT_BEHAVIOR`` (see the module docstring).
+    ``source`` is where the manifest came from, for messages naming the file.
     """
 
     name: str
@@ -324,10 +243,13 @@ class HPASpec:
     target_name: str
     min_replicas: int
     max_replicas: int
-    metrics: tuple[ExternalMetric, ...]
+    metrics: tuple[MetricSource, ...]
     behavior: HPABehavior | None = None
     namespace: str = "default"
     target_api_version: str = "apps/v1"
+    source: Source = field(default=Source(), compare=False)
+    #: Every metric is External (samples arrive as values: nothing about pods is read).
+    external_only: bool = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not _is_int(self.min_replicas) or self.min_replicas < 0:
@@ -335,7 +257,8 @@ class HPASpec:
         if not _is_int(self.max_replicas) or self.max_replicas < 1:
             raise FieldError("spec.maxReplicas", f"{self.max_replicas!r} must be an integer greater than 0")
         if not self.metrics:
-            raise FieldError("spec.metrics", "must list at least one External metric")
+            raise FieldError("spec.metrics", "must list at least one metric")
+        object.__setattr__(self, "external_only", all(type(m) is ExternalMetric for m in self.metrics))
 
 
 @dataclass(frozen=True, slots=True)
@@ -349,6 +272,9 @@ class HPAControllerConfig:
     tolerance: float = DEFAULT_TOLERANCE
     downscale_stabilization_seconds: int = DEFAULT_DOWNSCALE_STABILIZATION_SECONDS
     allow_scale_from_zero: bool = False
+    #: --horizontal-pod-autoscaler-cpu-initialization-period and --...-initial-readiness-delay.
+    cpu_initialization_period_seconds: float = DEFAULT_CPU_INITIALIZATION_PERIOD_SECONDS
+    initial_readiness_delay_seconds: float = DEFAULT_INITIAL_READINESS_DELAY_SECONDS
 
     def __post_init__(self) -> None:
         if not (self.tolerance >= 0 and math.isfinite(self.tolerance)):
@@ -361,7 +287,7 @@ DEFAULT_CONFIG: Final = HPAControllerConfig()
 
 
 # --------------------------------------------------------------------------------------------------
-# State and result
+# State, status and result
 # --------------------------------------------------------------------------------------------------
 
 
@@ -387,46 +313,56 @@ class ScaleEvent:
 
 
 @dataclass(frozen=True, slots=True)
-class HPAState:
-    """What the controller remembers about one HPA between evaluations (its maps keyed by HPA)."""
-
-    recommendations: tuple[Recommendation, ...] = ()
-    scale_up_events: tuple[ScaleEvent, ...] = ()
-    scale_down_events: tuple[ScaleEvent, ...] = ()
-    last_evaluated_at: float | None = None
-
-
-@dataclass(frozen=True, slots=True)
 class HPACondition:
-    """A status condition as the controller would write it in this evaluation."""
+    """A status condition. In ``HPAResult.conditions``, as set in one evaluation (no time); in
+    ``HPAStatus.conditions``, with ``last_transition_time``: when its status last changed."""
 
     type: str
     status: bool
     reason: str
     message: str
+    last_transition_time: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
-class MetricResult:
-    """One metric's proposal. ``current_milli`` is what ``status.currentMetrics`` would show: the
-    total for ``value`` targets, the per-pod average (rounded up) for ``averageValue`` targets."""
+class HPAStatus:
+    """The HPA object's ``status`` as the controller last wrote it: replicas, the last rescale, each
+    metric's current value (``currentMetrics``) and the conditions, in the order first set."""
 
-    metric: ExternalMetric
-    replicas: int | None
-    current_milli: int | None
-    error: str | None = None
+    current_replicas: int = 0
+    desired_replicas: int = 0
+    last_scale_time: float | None = None
+    current_metrics: tuple[MetricResult, ...] = ()
+    conditions: tuple[HPACondition, ...] = ()
+
+    def condition(self, type_: str) -> HPACondition | None:
+        """The condition of that type, if it was ever set."""
+        return next((c for c in self.conditions if c.type == type_), None)
+
+
+@dataclass(frozen=True, slots=True)
+class HPAState:
+    """What one HPA carries between evaluations: the controller's memory (its maps keyed by HPA) and the
+    HPA object's status, which the controller reads back every sync."""
+
+    recommendations: tuple[Recommendation, ...] = ()
+    scale_up_events: tuple[ScaleEvent, ...] = ()
+    scale_down_events: tuple[ScaleEvent, ...] = ()
+    last_evaluated_at: float | None = None
+    status: HPAStatus = HPAStatus()
 
 
 @dataclass(frozen=True, slots=True)
 class HPAResult:
     """The outcome of one evaluation.
 
-    ``desired_replicas`` is what to set the target's replicas to (equal to ``current_replicas`` when
-    nothing changes). ``reason`` is the most telling condition reason: ``ScalingDisabled``,
-    ``FailedGetExternalMetric``, ``TooManyReplicas``/``TooFewReplicas`` (also for a target outside
-    [min, max]), ``ScaleUpLimit``/``ScaleDownLimit``, ``ScaleUpStabilized``/``ScaleDownStabilized``, or
-    ``DesiredWithinRange``. ``conditions`` lists the conditions Kubernetes would set in this evaluation;
-    a real HPA keeps the previous value of any type not listed.
+    ``desired_replicas`` is what the target's replicas are now (``current_replicas`` when nothing changes,
+    or when the update failed). ``reason`` is the most telling condition reason: ``FailedGetScale``,
+    ``ScalingDisabled``, ``InvalidSelector``/``AmbiguousSelector``, a ``FailedGet*Metric``,
+    ``TooManyReplicas``/``TooFewReplicas`` (also for a target outside [min, max]),
+    ``ScaleUpLimit``/``ScaleDownLimit``, ``ScaleUpStabilized``/``ScaleDownStabilized``, ``FailedUpdateScale``
+    or ``DesiredWithinRange``. ``conditions`` lists the conditions Kubernetes sets in this evaluation (the
+    last value of each type set); ``HPAState.status`` has them merged with the ones kept from before.
     """
 
     desired_replicas: int
@@ -445,83 +381,8 @@ class HPAResult:
 
 
 # --------------------------------------------------------------------------------------------------
-# Metrics (replica_calculator.go)
+# Queue-labelled External samples
 # --------------------------------------------------------------------------------------------------
-
-
-def to_milli(value: QuantityLike) -> int:
-    """A metric sample in integer milli-units, rounded up like ``Quantity.MilliValue``."""
-    if type(value) is float and math.isfinite(value):
-        if value.is_integer() and -_EXACT_FLOAT_INT < value < _EXACT_FLOAT_INT:
-            return int(value) * 1000  # "N.0" is the float's shortest repr: the same ceiling, exactly
-        # parse_quantity reads a float as its shortest decimal repr; Decimal holds that exactly, and the
-        # product stays exact in its 28 digits: the same ceiling, without building a Fraction.
-        return math.ceil(Decimal(repr(value)) * 1000)
-    return math.ceil(parse_quantity(value, "metric value") * 1000)
-
-
-#: Integral floats below this in size print as their exact integer ("N.0"); above it, repr may round.
-_EXACT_FLOAT_INT: Final = float(2**53)
-
-
-def _within(ratio: float, scale_down_tolerance: float, scale_up_tolerance: float) -> bool:
-    # Tolerances.isWithin; comparisons with NaN are false, so a NaN ratio is never within.
-    return (1.0 - scale_down_tolerance) <= ratio <= (1.0 + scale_up_tolerance)
-
-
-def _ceil_int32(x: float) -> int:
-    return _MAX_INT32 if x > _MAX_INT32 else math.ceil(x)
-
-
-def external_metric_replicas(
-    metric: ExternalMetric,
-    samples: Sequence[QuantityLike] | None,
-    *,
-    spec_replicas: int,
-    status_replicas: int,
-    ready_replicas: int,
-    tolerances: tuple[float, float] = (DEFAULT_TOLERANCE, DEFAULT_TOLERANCE),
-) -> MetricResult:
-    """The replica count one External metric proposes, as the Kubernetes replica calculator computes it.
-
-    ``samples`` are the values the external metrics API returns for the metric's selector; they are
-    summed. ``averageValue`` targets (GetExternalPerPodMetricReplicas): ratio = total / (target x
-    status_replicas); within tolerance keep ``status_replicas``, else ``ceil(total / target)`` (at 0
-    replicas the ratio is infinite, or NaN for a zero total, so never within). ``value`` targets
-    (GetExternalMetricReplicas): ratio = total / target; at ``spec_replicas`` 0 propose ``ceil(ratio)``
-    with no tolerance, else keep ``spec_replicas`` within tolerance or propose ``ceil(ratio x
-    ready_replicas)``. ``tolerances`` is (scale-down, scale-up). No samples is an error, as in Kubernetes.
-    """
-    if not samples:
-        return MetricResult(metric, None, None, "no metrics returned from external metrics API")
-    usage = to_milli(samples[0]) if len(samples) == 1 else sum(to_milli(sample) for sample in samples)
-    target = metric.target.milli_value
-    down_tolerance, up_tolerance = tolerances
-    if metric.target.per_pod:
-        replicas = status_replicas
-        within = status_replicas != 0 and _within(
-            float(usage) / (float(target) * float(status_replicas)), down_tolerance, up_tolerance
-        )
-        if not within:
-            replicas = _ceil_int32(float(usage) / float(target))
-        per_pod = 0 if status_replicas == 0 else math.ceil(float(usage) / float(status_replicas))
-        return MetricResult(metric, replicas, per_pod)
-    ratio = float(usage) / float(target)
-    if spec_replicas == 0:
-        return MetricResult(metric, _ceil_int32(ratio), usage)
-    if _within(ratio, down_tolerance, up_tolerance):
-        return MetricResult(metric, spec_replicas, usage)
-    if status_replicas == 0:
-        return MetricResult(metric, None, usage, "no pods returned by selector while calculating replica count")
-    return MetricResult(metric, _ceil_int32(ratio * float(ready_replicas)), usage)
-
-
-def _samples_for(
-    metric: ExternalMetric, metric_values: Mapping[str, Sequence[QuantityLike]]
-) -> Sequence[QuantityLike] | None:
-    if metric.key in metric_values:
-        return metric_values[metric.key]
-    return metric_values.get(metric.name)
 
 
 def queue_metric_values(
@@ -552,7 +413,7 @@ def queue_metric_selection(
     names = tuple(sorted(queues))
     selection = []
     for metric in spec.metrics:
-        if metric.name != metric_name:
+        if not isinstance(metric, ExternalMetric) or metric.name != metric_name:
             continue
         matched = _queues_matching(metric.selector, names)
         if matched:
@@ -568,8 +429,11 @@ def selected_values(
 
 
 @functools.lru_cache(maxsize=256)
-def _queues_matching(selector: LabelSelector, names: tuple[str, ...]) -> tuple[str, ...]:
-    """The queues whose `queue` label the selector matches (asked every sync, for the same few queues)."""
+def _queues_matching(selector: LabelSelector | None, names: tuple[str, ...]) -> tuple[str, ...]:
+    """The queues whose series (labelled ``queue``) the selector matches; no selector lists them all, as
+    the external metrics API lists every series then."""
+    if selector is None:
+        return names
     return tuple(q for q in names if selector.matches({"queue": q}))
 
 
@@ -601,7 +465,7 @@ def scale_up_limit(
     if rules.select_policy == "Disabled":
         return current
     pick_min = rules.select_policy == "Min"
-    result = _MAX_INT32 if pick_min else _MIN_INT32
+    result = MAX_INT32 if pick_min else MIN_INT32
     for policy in rules.policies:
         start = (
             current
@@ -632,7 +496,7 @@ def scale_down_limit(
     if rules.select_policy == "Disabled":
         return current
     pick_max = rules.select_policy == "Min"
-    result = _MIN_INT32 if pick_max else _MAX_INT32
+    result = MIN_INT32 if pick_max else MAX_INT32
     for policy in rules.policies:
         start = (
             current
@@ -760,9 +624,9 @@ def _mark_and_store(events: tuple[ScaleEvent, ...], longest: int, change: int, n
 def _record_scale_event(state: HPAState, behavior: HPABehavior, previous: int, new: int, now: float) -> HPAState:
     if new > previous:
         events = _mark_and_store(state.scale_up_events, behavior.scale_up.longest_period_seconds, new - previous, now)
-        return HPAState(state.recommendations, events, state.scale_down_events, state.last_evaluated_at)
+        return replace(state, scale_up_events=events)
     events = _mark_and_store(state.scale_down_events, behavior.scale_down.longest_period_seconds, previous - new, now)
-    return HPAState(state.recommendations, state.scale_up_events, events, state.last_evaluated_at)
+    return replace(state, scale_down_events=events)
 
 
 def _tolerances(spec: HPASpec, config: HPAControllerConfig) -> tuple[float, float]:
@@ -797,9 +661,66 @@ def _metric_found(metric: str) -> HPACondition:
     )
 
 
+@functools.lru_cache(maxsize=128)
+def _rescaled(desired: int) -> HPACondition:
+    return HPACondition(
+        ABLE_TO_SCALE, True, SUCCEEDED_RESCALE, f"the HPA controller was able to update the target scale to {desired}"
+    )
+
+
+def _set_conditions(
+    existing: tuple[HPACondition, ...], updates: Sequence[HPACondition], now: float
+) -> tuple[HPACondition, ...]:
+    """setConditionInList for each update in turn: a new type is appended; a known one keeps its place and
+    takes the update's status, reason and message, its lastTransitionTime moving to ``now`` only when the
+    status changes."""
+    if len(existing) == len(updates):
+        # Most syncs set every type again in its place, most of them unchanged: one plain pass, no copy.
+        aligned = unchanged = True
+        for old, update in zip(existing, updates, strict=True):
+            if old.type != update.type:
+                aligned = False
+                break
+            if unchanged and not (
+                old.status is update.status and old.reason == update.reason and old.message == update.message
+            ):
+                unchanged = False
+        if aligned and unchanged:
+            return existing
+    out: list[HPACondition] | None = None  # a copy made on the first change
+    for update in updates:
+        current = existing if out is None else out
+        for i, old in enumerate(current):
+            if old.type == update.type:
+                if old.status is update.status and old.reason == update.reason and old.message == update.message:
+                    break
+                since = now if old.status is not update.status else old.last_transition_time
+                if out is None:
+                    out = list(existing)
+                out[i] = HPACondition(update.type, update.status, update.reason, update.message, since)
+                break
+        else:
+            if out is None:
+                out = list(existing)
+            out.append(HPACondition(update.type, update.status, update.reason, update.message, now))
+    return existing if out is None else tuple(out)
+
+
+def _by_type(*conditions: HPACondition) -> tuple[HPACondition, ...]:
+    """The conditions of one evaluation in the order each type was first set, each at its last value."""
+    last: dict[str, HPACondition] = {}
+    for condition in conditions:
+        last[condition.type] = condition
+    return tuple(last.values())
+
+
 # --------------------------------------------------------------------------------------------------
 # One evaluation
 # --------------------------------------------------------------------------------------------------
+
+#: What a failed scale update says (the host refusing it): given (current replicas, desired), an error
+#: message, or None when the update succeeds.
+UpdateScale: TypeAlias = Callable[[int, int], str | None]
 
 
 def step(
@@ -812,15 +733,28 @@ def step(
     config: HPAControllerConfig = DEFAULT_CONFIG,
     status_replicas: int | None = None,
     ready_replicas: int | None = None,
+    pods: Sequence[TargetPod] | None = None,
+    objects: Mapping[str, QuantityLike] | None = None,
+    pod_values: Mapping[str, Mapping[str, QuantityLike]] | None = None,
+    usage: Mapping[str, PodUsage] | None = None,
+    scale_error: str | None = None,
+    selector_error: tuple[str, str] | None = None,
+    update_scale: UpdateScale | None = None,
 ) -> tuple[HPAState, HPAResult]:
     """One HPA evaluation (``reconcileAutoscaler``) at time ``now``; returns the new state and result.
 
-    ``current_replicas`` is the target's ``spec.replicas``; ``status_replicas`` (pods that exist,
-    default ``current_replicas``) is what ``averageValue`` metrics divide by; ``ready_replicas``
-    (default ``status_replicas``) is what ``value`` metrics multiply by. ``metric_values`` maps each
-    External metric's ``key`` (``name{selector}``) or plain ``name`` to the samples its selector
-    matches. The new state assumes the target is set to ``desired_replicas`` (the scale event is
-    recorded); ``now`` must not go back in time.
+    ``current_replicas`` is the target's ``spec.replicas``; ``status_replicas`` (pods that exist and are
+    not terminating, default ``current_replicas``) is what ``averageValue`` metrics divide by. What the
+    metrics read: ``metric_values`` maps each External metric's ``key`` (``name{selector}``) or plain
+    ``name`` to the samples the external metrics API returns for it; ``pods`` are the pods the target's
+    selector lists (Pods and Resource metrics need them; value metrics count their Running and Ready ones,
+    or take ``ready_replicas``, default ``status_replicas``, when they are not listed); ``objects`` maps
+    ``ObjectMetric.key`` to the object's value; ``pod_values`` maps ``PodsMetric.key`` to each pod's value;
+    ``usage`` is the resource metrics API's answer by pod name. A metric whose samples are absent fails as
+    Kubernetes' does. ``scale_error`` is the error reading the target's scale failed with;
+    ``selector_error`` a (reason, message) that makes the target's pod selector unusable (InvalidSelector,
+    AmbiguousSelector); ``update_scale`` says whether setting the target's replicas fails (default: it
+    succeeds). The new state records the rescale only when it succeeded; ``now`` must not go back in time.
     """
     if not _is_int(current_replicas) or current_replicas < 0:
         raise ValueError(f"current_replicas {current_replicas!r} must be an integer >= 0")
@@ -832,52 +766,76 @@ def step(
     ready = status if ready_replicas is None else ready_replicas
     if status < 0 or ready < 0:
         raise ValueError("status_replicas and ready_replicas must be >= 0")
+    old = state.status
+    if scale_error is not None:
+        message = f"the HPA controller was unable to get the target's current scale: {scale_error}"
+        unread = HPACondition(ABLE_TO_SCALE, False, FAILED_GET_SCALE, message)
+        written = replace(old, conditions=_set_conditions(old.conditions, (unread,), now))
+        result = HPAResult(current_replicas, current_replicas, FAILED_GET_SCALE, message, conditions=(unread,))
+        return replace(state, last_evaluated_at=now, status=written), result
 
     # recordInitialRecommendation: the first evaluation remembers the current size.
     recommendations = state.recommendations or (Recommendation(current_replicas, now),)
-    state = HPAState(recommendations, state.scale_up_events, state.scale_down_events, now)
+    state = HPAState(recommendations, state.scale_up_events, state.scale_down_events, now, old)
     current = current_replicas
+    got_scale = _standard_condition(ABLE_TO_SCALE, True, SUCCEEDED_GET_SCALE)
 
     if current == 0 and (spec.min_replicas != 0 or not config.allow_scale_from_zero):
         message = _MESSAGES[SCALING_DISABLED]
         if spec.min_replicas == 0:
             message += " (scaling up from zero needs allow_scale_from_zero: Kubernetes' HPAScaleToZero gate)"
-        result = HPAResult(
-            desired_replicas=0,
-            current_replicas=0,
-            reason=SCALING_DISABLED,
-            message=message,
-            conditions=(_condition(SCALING_ACTIVE, False, SCALING_DISABLED, message),),
-        )
-        return state, result
+        conditions = (got_scale, _condition(SCALING_ACTIVE, False, SCALING_DISABLED, message))
+        result = HPAResult(0, 0, SCALING_DISABLED, message, conditions=conditions)
+        return _settled(state, result, now, rescaled=False), result
     if current > spec.max_replicas or current < spec.min_replicas:
         above = current > spec.max_replicas
         desired = spec.max_replicas if above else spec.min_replicas
         message = f"Current number of replicas {'above Spec.MaxReplicas' if above else 'below Spec.MinReplicas'}"
-        if spec.behavior is not None:
-            state = _record_scale_event(state, spec.behavior, current, desired, now)
         result = HPAResult(
             desired_replicas=desired,
             current_replicas=current,
             reason=TOO_MANY_REPLICAS if above else TOO_FEW_REPLICAS,
             message=f"{message}: {current} -> {desired}",
-            conditions=(_condition(ABLE_TO_SCALE, True, SUCCEEDED_RESCALE, _rescaled(desired)),),
+            conditions=(got_scale,),
         )
-        return state, result
+        return _rescale(state, spec, result, now, update_scale)
+    if selector_error is not None:
+        reason, message = selector_error
+        conditions = (got_scale, HPACondition(SCALING_ACTIVE, False, reason, message))
+        result = HPAResult(current, current, reason, message, conditions=conditions)
+        return _settled(state, result, now, rescaled=False, keep_desired=True), result
 
     # computeReplicasForMetrics
     tolerances = _tolerances(spec, config)
-    results = tuple(
-        external_metric_replicas(
-            metric,
-            _samples_for(metric, metric_values),
-            spec_replicas=current,
-            status_replicas=status,
-            ready_replicas=ready,
-            tolerances=tolerances,
+    if spec.external_only and pods is None:
+        results = tuple(
+            external_metric_replicas(
+                metric,
+                _samples_for(metric, metric_values),
+                spec_replicas=current,
+                status_replicas=status,
+                ready_replicas=ready,
+                tolerances=tolerances,
+                namespace=spec.namespace,
+            )
+            for metric in cast(tuple[ExternalMetric, ...], spec.metrics)
         )
-        for metric in spec.metrics
-    )
+    else:
+        inputs = MetricInputs(
+            current,
+            status,
+            ready,
+            None if pods is None else tuple(pods),
+            objects or {},
+            pod_values or {},
+            usage or {},
+            spec.namespace,
+            now,
+            tolerances,
+            config.cpu_initialization_period_seconds,
+            config.initial_readiness_delay_seconds,
+        )
+        results = tuple(metric_replicas(metric, inputs, metric_values) for metric in spec.metrics)
     proposal = 0
     proposer: MetricResult | None = None
     for metric_result in results:
@@ -888,16 +846,10 @@ def step(
     failed = [r for r in results if r.error is not None]
     if len(failed) == len(results) or (failed and proposal < current):
         first = failed[0]
-        message = f"the HPA was unable to compute the replica count: failed to get {first.metric}: {first.error}"
-        result = HPAResult(
-            desired_replicas=current,
-            current_replicas=current,
-            reason=FAILED_GET_EXTERNAL_METRIC,
-            message=message,
-            metrics=results,
-            conditions=(_condition(SCALING_ACTIVE, False, FAILED_GET_EXTERNAL_METRIC, message),),
-        )
-        return state, result
+        message = f"the HPA was unable to compute the replica count: {first.error}"
+        conditions = (got_scale, HPACondition(SCALING_ACTIVE, False, first.reason, message))
+        result = HPAResult(current, current, first.reason, message, metrics=results, conditions=conditions)
+        return _settled(state, result, now, rescaled=False, keep_desired=True), result
     assert proposer is not None
     active = _metric_found(str(proposer.metric))
     metric_desired = max(proposal, 0)
@@ -918,19 +870,9 @@ def step(
             state.recommendations, metric_desired, current, up_window, down_window, now
         )
         desired, limit_reason = _rate_limited(stabilized, current, spec, behavior, state, now)
-    state = HPAState(recommendations, state.scale_up_events, state.scale_down_events, now)
+    state = HPAState(recommendations, state.scale_up_events, state.scale_down_events, now, old)
 
     able_reason = stabilized_reason if stabilized != metric_desired else READY_FOR_NEW_SCALE
-    conditions = (
-        _condition(ABLE_TO_SCALE, True, able_reason),
-        active,
-        _condition(SCALING_LIMITED, desired != stabilized, limit_reason),
-    )
-    if desired != current:
-        if spec.behavior is not None:
-            state = _record_scale_event(state, spec.behavior, current, desired, now)
-        conditions = (_condition(ABLE_TO_SCALE, True, SUCCEEDED_RESCALE, _rescaled(desired)), *conditions[1:])
-
     if desired != stabilized:
         reason = limit_reason
     elif stabilized != metric_desired:
@@ -956,20 +898,139 @@ def step(
         metric_replicas=metric_desired,
         stabilized_replicas=stabilized,
         metrics=results,
-        conditions=conditions,
+        conditions=(
+            _condition(ABLE_TO_SCALE, True, able_reason),
+            active,
+            _condition(SCALING_LIMITED, desired != stabilized, limit_reason),
+        ),
     )
-    return state, result
+    return _rescale(state, spec, result, now, update_scale)
 
 
-def _rescaled(desired: int) -> str:
-    return f"the HPA controller was able to update the target scale to {desired}"
+def _samples_for(
+    metric: ExternalMetric, metric_values: Mapping[str, Sequence[QuantityLike]]
+) -> Sequence[QuantityLike] | None:
+    samples = metric_values.get(metric.key)
+    return metric_values.get(metric.name) if samples is None else samples
+
+
+def _rescale(
+    state: HPAState, spec: HPASpec, result: HPAResult, now: float, update_scale: UpdateScale | None
+) -> tuple[HPAState, HPAResult]:
+    """The end of reconcileAutoscaler: set the target's replicas if they change (AbleToScale
+    SucceededRescale and the scale event stored, or FailedUpdateScale and nothing stored), then the
+    status."""
+    current, desired = result.current_replicas, result.desired_replicas
+    if desired == current:
+        return _settled(state, result, now, rescaled=False), result
+    error = update_scale(current, desired) if update_scale is not None else None
+    if error is not None:
+        message = f"the HPA controller was unable to update the target scale: {error}"
+        refused = HPACondition(ABLE_TO_SCALE, False, FAILED_UPDATE_SCALE, message)
+        result = replace(
+            result,
+            desired_replicas=current,
+            reason=FAILED_UPDATE_SCALE,
+            message=f"{message} (wanted {current} -> {desired}: {result.reason})",
+            conditions=_by_type(*result.conditions, refused),
+        )
+        return _settled(state, result, now, rescaled=False, keep_desired=True), result
+    if spec.behavior is not None:
+        state = _record_scale_event(state, spec.behavior, current, desired, now)
+    result = replace(result, conditions=_by_type(*result.conditions, _rescaled(desired)))
+    return _settled(state, result, now, rescaled=True), result
+
+
+def _settled(state: HPAState, result: HPAResult, now: float, *, rescaled: bool, keep_desired: bool = False) -> HPAState:
+    """The state with the HPA's status written as this evaluation leaves it (setStatus, or
+    setCurrentReplicasAndMetricsInStatus when the metrics or the update failed: the previous desired count
+    stays), its conditions merged in."""
+    old = state.status
+    status = HPAStatus(
+        result.current_replicas,
+        old.desired_replicas if keep_desired else result.desired_replicas,
+        now if rescaled else old.last_scale_time,
+        result.metrics,
+        _set_conditions(old.conditions, result.conditions, now),
+    )
+    # Built directly, not with dataclasses.replace: this runs every sync of a simulated month.
+    events = state.scale_up_events, state.scale_down_events
+    return HPAState(state.recommendations, *events, state.last_evaluated_at, status)
+
+
+def status_document(status: HPAStatus) -> dict[str, Any]:
+    """The status as JSON-ready data, named as in ``kubectl get hpa -o yaml`` (``currentMetrics`` values in
+    units, not milli-units; condition statuses "True"/"False"; times in the clock's seconds)."""
+    return {
+        "currentReplicas": status.current_replicas,
+        "desiredReplicas": status.desired_replicas,
+        "lastScaleTime": status.last_scale_time,
+        "currentMetrics": [_metric_document(m) for m in status.current_metrics],
+        "conditions": [
+            {
+                "type": c.type,
+                "status": "True" if c.status else "False",
+                "reason": c.reason,
+                "message": c.message,
+                "lastTransitionTime": c.last_transition_time,
+            }
+            for c in status.conditions
+        ],
+    }
+
+
+def status_from_document(doc: Mapping[str, Any], metrics: Sequence[MetricSource]) -> HPAStatus:
+    """The status ``status_document`` wrote, read back (a store's copy): its ``currentMetrics`` are taken as
+    the given metrics' (in order; none if they no longer match)."""
+    shown = list(doc.get("currentMetrics") or ())
+    same = len(shown) == len(metrics) and all(
+        d["type"] == m.TYPE and str(m) == d["metric"] for m, d in zip(metrics, shown, strict=True)
+    )
+    results = tuple(
+        MetricResult(
+            metric,
+            d["replicas"],
+            next((round(v * 1000) for k, v in d["current"].items() if k != "averageUtilization"), None),
+            d["error"],
+            d["current"].get("averageUtilization"),
+        )
+        for metric, d in (zip(metrics, shown, strict=True) if same else ())
+    )
+    conditions = tuple(
+        HPACondition(c["type"], c["status"] == "True", c["reason"], c["message"], c["lastTransitionTime"])
+        for c in doc.get("conditions") or ()
+    )
+    return HPAStatus(doc["currentReplicas"], doc["desiredReplicas"], doc["lastScaleTime"], results, conditions)
+
+
+def _metric_document(result: MetricResult) -> dict[str, Any]:
+    metric = result.metric
+    current: dict[str, Any] = {}
+    if result.current_milli is not None:
+        per_pod = (
+            metric.target.per_pod
+            if isinstance(metric, ExternalMetric)
+            else metric.uses_average
+            if isinstance(metric, ObjectMetric)
+            else True
+        )
+        current["averageValue" if per_pod else "value"] = result.current_milli / 1000
+    if result.utilization is not None:
+        current["averageUtilization"] = result.utilization
+    return {
+        "type": metric.TYPE,
+        "metric": str(metric),
+        "current": current,
+        "replicas": result.replicas,
+        "error": result.error,
+    }
 
 
 class HPAController:
     """One HPA with its memory: a thin stateful wrapper around ``step`` for callers that keep no state.
 
     Still clock-free: every call passes ``now``. ``spec`` may be replaced between calls (an edited
-    HPA keeps its recommendations and scale events, as in Kubernetes).
+    HPA keeps its recommendations, scale events and status, as in Kubernetes).
     """
 
     def __init__(
@@ -987,6 +1048,11 @@ class HPAController:
         """The memory after the last evaluation (an immutable snapshot; save it to resume later)."""
         return self._state
 
+    @property
+    def status(self) -> HPAStatus:
+        """The HPA's status as the last evaluation wrote it (``kubectl describe hpa``'s conditions)."""
+        return self._state.status
+
     def step(
         self,
         now: float,
@@ -995,6 +1061,13 @@ class HPAController:
         *,
         status_replicas: int | None = None,
         ready_replicas: int | None = None,
+        pods: Sequence[TargetPod] | None = None,
+        objects: Mapping[str, QuantityLike] | None = None,
+        pod_values: Mapping[str, Mapping[str, QuantityLike]] | None = None,
+        usage: Mapping[str, PodUsage] | None = None,
+        scale_error: str | None = None,
+        selector_error: tuple[str, str] | None = None,
+        update_scale: UpdateScale | None = None,
     ) -> HPAResult:
         """Evaluate at ``now`` (see the module-level ``step``) and remember the outcome."""
         self._state, result = step(
@@ -1006,6 +1079,13 @@ class HPAController:
             config=self.config,
             status_replicas=status_replicas,
             ready_replicas=ready_replicas,
+            pods=pods,
+            objects=objects,
+            pod_values=pod_values,
+            usage=usage,
+            scale_error=scale_error,
+            selector_error=selector_error,
+            update_scale=update_scale,
         )
         return result
 
@@ -1015,11 +1095,17 @@ class HPAController:
 # --------------------------------------------------------------------------------------------------
 
 
+def _metric_path(i: int, metric: MetricSource) -> str:
+    member = {"ContainerResource": "containerResource"}.get(metric.TYPE, metric.TYPE.lower())
+    return f"spec.metrics[{i}].{member}.target"
+
+
 def check_hpa(spec: HPASpec, config: HPAControllerConfig = DEFAULT_CONFIG) -> list[str]:
     """Warnings for an HPA that is well-formed but will not behave as its author most likely expects.
 
     Covers what the Kubernetes API server would reject (so the same manifest fails ``kubectl apply``)
-    and valid settings with a surprising effect, e.g. rules that can never scale up from 0 replicas.
+    and valid settings with a surprising effect, e.g. rules that can never scale up from 0 replicas, or a
+    target whose ``type`` the controller ignores or fails on.
     """
     warnings: list[str] = []
     if spec.max_replicas < spec.min_replicas:
@@ -1034,15 +1120,37 @@ def check_hpa(spec: HPASpec, config: HPAControllerConfig = DEFAULT_CONFIG) -> li
             "disabled and it never scales back up; enable allow_scale_from_zero (in Kubernetes, the "
             "HPAScaleToZero feature gate, without which the API server rejects minReplicas 0)"
         )
+    if spec.min_replicas == 0 and not any(isinstance(m, ExternalMetric | ObjectMetric) for m in spec.metrics):
+        warnings.append(
+            "spec.minReplicas is 0 without an Object or External metric: the Kubernetes API server rejects "
+            "this, and at 0 replicas the other metrics have no pods to read, so the target never scales up again"
+        )
     for i, metric in enumerate(spec.metrics):
-        target, path = metric.target, f"spec.metrics[{i}].external.target"
-        used = "averageValue" if target.per_pod else "value"
-        if target.type != ("AverageValue" if target.per_pod else "Value"):
-            warnings.append(
-                f"{path}.type is {target.type} but the controller ignores the type of External metric "
-                f"targets and uses {used} ({'total / replicas' if target.per_pod else 'the total'} "
-                "against the target) because that field is set"
-            )
+        target, path = metric.target, _metric_path(i, metric)
+        if isinstance(metric, ExternalMetric):
+            used = "averageValue" if target.per_pod else "value"
+            if target.type != ("AverageValue" if target.per_pod else "Value"):
+                warnings.append(
+                    f"{path}.type is {target.type} but the controller ignores the type of External metric "
+                    f"targets and uses {used} ({'total / replicas' if target.per_pod else 'the total'} "
+                    "against the target) because that field is set"
+                )
+        elif isinstance(metric, ObjectMetric):
+            if not (metric.uses_value or metric.uses_average):
+                warnings.append(
+                    f"{path}: an Object metric uses value with type Value and averageValue with type AverageValue; "
+                    f"type {target.type} with {'value' if target.value is not None else 'averageValue'} makes every "
+                    "evaluation fail (ScalingActive False, FailedGetObjectMetric)"
+                )
+            elif target.value is not None and target.average_value is not None:
+                warnings.append(f"{path}: both value and averageValue are set; type {target.type} uses only one")
+        elif isinstance(metric, ResourceMetric | ContainerResourceMetric):
+            used = "averageValue" if target.average_value is not None else "averageUtilization"
+            if target.type != ("AverageValue" if target.average_value is not None else "Utilization"):
+                warnings.append(
+                    f"{path}.type is {target.type} but the controller ignores the type of {metric.TYPE} metric "
+                    f"targets and uses {used} because that field is set"
+                )
     if spec.behavior is None:
         return warnings
     for direction, rules in (("scaleUp", spec.behavior.scale_up), ("scaleDown", spec.behavior.scale_down)):

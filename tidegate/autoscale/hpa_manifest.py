@@ -7,10 +7,14 @@ default rules and takes every field the manifest sets (``copyHPAScalingRules``).
 
 What is rejected here is what has no meaning to evaluate: wrong types, unknown enum values, missing
 required fields, non-positive targets, policy values or periods, negative windows or replica counts,
-and metric types other than External (Resource, Pods and Object metrics need per-pod or per-object
-samples tidegate does not collect). Settings the Kubernetes API server would also refuse but that
-still have a defined effect (``maxReplicas < minReplicas``, windows over 3600 s, periods over 1800 s)
-load, and ``check_hpa`` reports them. Every problem found is reported at once, each naming its field.
+and metric specs the API server's validation.go refuses (a type with no member, or another type's
+member beside it; a target without what its source needs, or with both of two exclusive fields). Every
+metric type parses (External, Object, Pods, Resource, ContainerResource); without metrics Kubernetes
+defaults to cpu at 80% utilization, and so does this. Whether tidegate can supply a metric's samples is
+the loader's question (``tidegate/fleet/hpa_supply.py``). Settings the Kubernetes API server would also
+refuse but that still have a defined effect (``maxReplicas < minReplicas``, windows over 3600 s,
+periods over 1800 s) load, and ``check_hpa`` reports them. Every problem found is reported at once,
+each naming its field.
 """
 
 from __future__ import annotations
@@ -20,31 +24,41 @@ from fractions import Fraction
 from typing import cast
 
 from tidegate.autoscale.hpa import (
+    DEFAULT_CPU_UTILIZATION,
     DEFAULT_SCALE_DOWN_RULES,
     DEFAULT_SCALE_UP_RULES,
     POLICY_TYPES,
     SELECT_POLICIES,
-    SELECTOR_OPERATORS,
-    TARGET_TYPES,
-    ExternalMetric,
     HPABehavior,
     HPAScalingPolicy,
     HPAScalingRules,
     HPASpec,
+    PolicyType,
+    SelectPolicy,
+)
+from tidegate.autoscale.hpa_metrics import (
+    METRIC_SOURCE_TYPES,
+    SELECTOR_OPERATORS,
+    TARGET_TYPES,
+    ContainerResourceMetric,
+    ExternalMetric,
     LabelSelector,
     LabelSelectorRequirement,
+    MetricSource,
     MetricTarget,
-    PolicyType,
+    ObjectMetric,
+    ObjectReference,
+    PodsMetric,
+    ResourceMetric,
     SelectorOperator,
-    SelectPolicy,
     TargetType,
 )
 from tidegate.model.errors import FieldError, ManifestError, ManifestErrors, Source
 from tidegate.model.quantity import parse_quantity
+from tidegate.model.resources import CPU
 
 KIND = "HorizontalPodAutoscaler"
 API_VERSIONS = ("autoscaling/v2", "autoscaling/v2beta2")
-_METRIC_SOURCE_TYPES = ("ContainerResource", "External", "Object", "Pods", "Resource")
 
 
 class _Fields:
@@ -165,49 +179,131 @@ def _selector(fields: _Fields, raw: Mapping[str, object], path: str) -> LabelSel
     return LabelSelector(tuple(sorted(pairs)), tuple(expressions))
 
 
-def _metric(fields: _Fields, raw: object, path: str) -> ExternalMetric | None:
+def _target(fields: _Fields, parent: Mapping[str, object], path: str) -> MetricTarget | None:
+    """validateMetricTarget: a type, and whichever of value, averageValue and averageUtilization are set,
+    each positive (the source checks which of them it needs)."""
+    raw = fields.mapping(parent, "target", path, required=True)
+    if raw is None:
+        return None
+    target_type = fields.choice(raw, "type", f"{path}.type", TARGET_TYPES, required=True)
+    value = fields.quantity(raw, "value", f"{path}.value", positive=True)
+    average_value = fields.quantity(raw, "averageValue", f"{path}.averageValue", positive=True)
+    utilization = fields.integer(raw, "averageUtilization", f"{path}.averageUtilization", minimum=1)
+    given = (("value", value), ("averageValue", average_value), ("averageUtilization", utilization))
+    if target_type is None or any(raw.get(key) is not None and parsed is None for key, parsed in given):
+        return None  # the bad field's error is recorded
+    return MetricTarget(cast(TargetType, target_type), value, average_value, utilization)
+
+
+def _identifier(fields: _Fields, source: Mapping[str, object], path: str) -> tuple[str | None, LabelSelector | None]:
+    """A MetricIdentifier: its name, and its selector (None when absent)."""
+    identifier = fields.mapping(source, "metric", f"{path}.metric", required=True) or {}
+    name = fields.string(identifier, "name", f"{path}.metric.name", required=True)
+    raw_selector = fields.mapping(identifier, "selector", f"{path}.metric.selector", required=False)
+    selector = None if raw_selector is None else _selector(fields, raw_selector, f"{path}.metric.selector")
+    return name, selector
+
+
+def _external(fields: _Fields, source: Mapping[str, object], path: str) -> ExternalMetric | None:
+    name, selector = _identifier(fields, source, path)
+    target = _target(fields, source, f"{path}.target")
+    if target is not None:
+        if target.value is None and target.average_value is None:
+            fields.fail(f"{path}.target.averageValue", "must set either a target value for metric or a per-pod target")
+            return None
+        if target.value is not None and target.average_value is not None:
+            fields.fail(f"{path}.target.value", "may not set both a target value for metric and a per-pod target")
+            return None
+    if name is None or target is None:
+        return None
+    return ExternalMetric(name, target, selector)
+
+
+def _object(fields: _Fields, source: Mapping[str, object], path: str) -> ObjectMetric | None:
+    ref = fields.mapping(source, "describedObject", f"{path}.describedObject", required=True)
+    kind = object_name = None
+    api_version = ""
+    if ref is not None:
+        kind = fields.string(ref, "kind", f"{path}.describedObject.kind", required=True)
+        object_name = fields.string(ref, "name", f"{path}.describedObject.name", required=True)
+        api_version = fields.string(ref, "apiVersion", f"{path}.describedObject.apiVersion", required=False) or ""
+    name, selector = _identifier(fields, source, path)
+    target = _target(fields, source, f"{path}.target")
+    if target is not None and target.value is None and target.average_value is None:
+        fields.fail(f"{path}.target.averageValue", "must set either a target value or averageValue")
+        return None
+    if None in (kind, object_name, name, target):
+        return None
+    assert kind is not None and object_name is not None and name is not None and target is not None
+    return ObjectMetric(ObjectReference(kind, object_name, api_version), name, target, selector)
+
+
+def _pods(fields: _Fields, source: Mapping[str, object], path: str) -> PodsMetric | None:
+    name, selector = _identifier(fields, source, path)
+    target = _target(fields, source, f"{path}.target")
+    if target is not None and target.average_value is None:
+        fields.fail(f"{path}.target.averageValue", "must specify a positive target averageValue")
+        return None
+    if name is None or target is None:
+        return None
+    return PodsMetric(name, target, selector)
+
+
+def _resource(
+    fields: _Fields, source: Mapping[str, object], path: str, *, container: bool
+) -> ResourceMetric | ContainerResourceMetric | None:
+    name = fields.string(source, "name", f"{path}.name", required=True)
+    container_name = fields.string(source, "container", f"{path}.container", required=True) if container else ""
+    target = _target(fields, source, f"{path}.target")
+    if target is not None:
+        if target.average_utilization is None and target.average_value is None:
+            message = "must set either a target raw value or a target utilization"
+            fields.fail(f"{path}.target.averageUtilization", message)
+            return None
+        if target.average_utilization is not None and target.average_value is not None:
+            fields.fail(f"{path}.target.averageValue", "may not set both a target raw value and a target utilization")
+            return None
+    if name is None or container_name is None or target is None:
+        return None
+    if container:
+        return ContainerResourceMetric(name, container_name, target)
+    return ResourceMetric(name, target)
+
+
+#: Each metric source type and the member of the MetricSpec that holds it.
+_MEMBERS = {
+    "ContainerResource": "containerResource",
+    "External": "external",
+    "Object": "object",
+    "Pods": "pods",
+    "Resource": "resource",
+}
+
+
+def _metric(fields: _Fields, raw: object, path: str) -> MetricSource | None:
+    """validateMetricSpec: a known type, its member and no other."""
     if not isinstance(raw, Mapping):
         fields.fail(path, "must be a mapping")
         return None
     entry = cast(Mapping[str, object], raw)
-    kind = fields.choice(entry, "type", f"{path}.type", _METRIC_SOURCE_TYPES, required=True)
+    kind = fields.choice(entry, "type", f"{path}.type", METRIC_SOURCE_TYPES, required=True)
+    for other in _MEMBERS.values():
+        if entry.get(other) is not None and (kind is None or other != _MEMBERS[kind]):
+            fields.fail(f"{path}.{other}", "must populate the given metric source only")
     if kind is None:
         return None
-    if kind != "External":
-        fields.fail(
-            f"{path}.type",
-            f"{kind} metrics are not supported: tidegate's HPA evaluates External metrics only "
-            "(it has no per-pod or per-object samples to evaluate the others with)",
-        )
+    member = _MEMBERS[kind]
+    source = fields.mapping(entry, member, f"{path}.{member}", required=True)
+    if source is None:
         return None
-    external = fields.mapping(entry, "external", f"{path}.external", required=True)
-    if external is None:
-        return None
-    path = f"{path}.external"
-    identifier = fields.mapping(external, "metric", f"{path}.metric", required=True) or {}
-    name = fields.string(identifier, "name", f"{path}.metric.name", required=True)
-    raw_selector = fields.mapping(identifier, "selector", f"{path}.metric.selector", required=False) or {}
-    selector = _selector(fields, raw_selector, f"{path}.metric.selector")
-    raw_target = fields.mapping(external, "target", f"{path}.target", required=True)
-    if raw_target is None:
-        return None
-    target_path = f"{path}.target"
-    target_type = fields.choice(raw_target, "type", f"{target_path}.type", TARGET_TYPES, required=True)
-    value = fields.quantity(raw_target, "value", f"{target_path}.value", positive=True)
-    average_value = fields.quantity(raw_target, "averageValue", f"{target_path}.averageValue", positive=True)
-    utilization = fields.integer(raw_target, "averageUtilization", f"{target_path}.averageUtilization", minimum=1)
-    has_value = raw_target.get("value") is not None
-    has_average = raw_target.get("averageValue") is not None
-    if not has_value and not has_average:
-        fields.fail(f"{target_path}.averageValue", "must set either a target value for metric or a per-pod target")
-        return None
-    if has_value and has_average:
-        fields.fail(f"{target_path}.value", "may not set both a target value for metric and a per-pod target")
-        return None
-    if name is None or target_type is None or (value is None and average_value is None):
-        return None
-    target = MetricTarget(cast(TargetType, target_type), value, average_value, utilization)
-    return ExternalMetric(name, target, selector)
+    path = f"{path}.{member}"
+    if kind == "External":
+        return _external(fields, source, path)
+    if kind == "Object":
+        return _object(fields, source, path)
+    if kind == "Pods":
+        return _pods(fields, source, path)
+    return _resource(fields, source, path, container=kind == "ContainerResource")
 
 
 def _rules(fields: _Fields, raw: Mapping[str, object], path: str, defaults: HPAScalingRules) -> HPAScalingRules:
@@ -285,13 +381,10 @@ def parse_hpa(doc: Mapping[str, object], source: Source | None = None) -> HPASpe
         min_replicas = 1
     max_replicas = fields.integer(spec, "maxReplicas", "spec.maxReplicas", minimum=1, required=True)
     raw_metrics = fields.items(spec, "metrics", "spec.metrics") or []
-    if not raw_metrics and spec:
-        fields.fail(
-            "spec.metrics",
-            "must list at least one External metric (without metrics Kubernetes defaults to a Resource "
-            "cpu metric, which tidegate cannot evaluate)",
-        )
     metrics = [_metric(fields, item, f"spec.metrics[{i}]") for i, item in enumerate(raw_metrics)]
+    if not raw_metrics:
+        # defaults.go: no metrics means cpu at 80% of the pods' requests.
+        metrics = [ResourceMetric(CPU, MetricTarget("Utilization", average_utilization=DEFAULT_CPU_UTILIZATION))]
     behavior = _behavior(fields, spec)
     if fields.errors:
         raise ManifestErrors([ManifestError(source, KIND, name, e.field, e.message) for e in fields.errors])
@@ -307,4 +400,5 @@ def parse_hpa(doc: Mapping[str, object], source: Source | None = None) -> HPASpe
         max_replicas=max_replicas,
         metrics=tuple(m for m in metrics if m is not None),
         behavior=behavior,
+        source=source,
     )

@@ -1,10 +1,14 @@
 """Cloud node pools sized by their HorizontalPodAutoscalers, on any clock.
 
 The simulator and the live control plane run this same controller: every HPA sync the loop hands it the
-queues' pending seconds, each pool's HPA recommends a size (one replica is one virtual node), new nodes
-join after the pool's provisioning delay, and scale-in is drain-aware (nodes still provisioning go first,
-then idle nodes; a busy node is cordoned and leaves when its last job ends). What a node joining or
-leaving means for jobs, billing and logs is the host's (`FleetHost`).
+queues' pending seconds, each pool's HPA reads its metrics (External and Object metrics from the queues,
+Pods and Resource metrics from the pool's virtual nodes: see `hpa_supply.py`) and recommends a size (one
+replica is one virtual node), new nodes join after the pool's provisioning delay, and scale-in is
+drain-aware (nodes still provisioning go first, then idle nodes; a busy node is cordoned and leaves when
+its last job ends). While the host refuses new nodes (a cluster cut off) a scale-up is a failed scale
+update (AbleToScale False, FailedUpdateScale). Each HPA's status (its conditions) is kept; a condition
+turning False, changing reason while False, or turning True again is a scaling event. What a node joining
+or leaving means for jobs, billing and logs is the host's (`FleetHost`).
 """
 
 from __future__ import annotations
@@ -13,18 +17,26 @@ import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Protocol
+from typing import Any, Protocol
 
 from tidegate.autoscale.hpa import (
+    ABLE_TO_SCALE,
+    AMBIGUOUS_SELECTOR,
+    DESIRED_WITHIN_RANGE,
+    SCALING_ACTIVE,
     HPAController,
-    HPAControllerConfig,
+    HPAResult,
     HPASpec,
+    HPAState,
+    HPAStatus,
     QueueSelection,
-    check_hpa,
     queue_metric_selection,
     selected_values,
+    status_document,
+    status_from_document,
 )
 from tidegate.clock import Clock
+from tidegate.fleet.hpa_supply import FLEET_HPA_CONFIG, NodeReadings, Supply, pool_selector
 from tidegate.fleet.pool import Arrival, Pool
 from tidegate.model.objects import Node, Queue
 
@@ -42,9 +54,9 @@ class Nodes(Protocol):
     def set_schedulable(self, name: str, schedulable: bool) -> None: ...
 
 
-class FleetHost(Protocol):
+class FleetHost(NodeReadings, Protocol):
     """What the loop running the fleet does for it: the simulator meters and logs, the live control plane
-    shows nodes to their agents."""
+    shows nodes to their agents; and what it tells of nodes and queues (`NodeReadings`), for the HPAs."""
 
     def node_ready(self, pool: Pool, node: Node) -> None:
         """The node joined the pool (it is in `pool.nodes` and the scheduler has it)."""
@@ -52,9 +64,6 @@ class FleetHost(Protocol):
     def evict_node(self, pool: Pool, node: str) -> None:
         """The node is leaving now: evict what runs there (its jobs follow their lifecycle policies); the
         fleet then takes it from the pool and the scheduler."""
-
-    def busy(self, node: str) -> int:
-        """How many jobs have pods on the node."""
 
     def leaving(self, node: str) -> bool:
         """The node goes whatever the autoscaler wants (a spot interruption notice)."""
@@ -116,18 +125,38 @@ class Autoscaler:
     spec: HPASpec
     pool: Pool
     controller: HPAController
-    warnings: list[str] = field(default_factory=list)
     #: The queues each of its metrics samples (the queues keep their names: worked out once, not every sync).
     selection: QueueSelection = ()
+    #: What its other metrics read of the pool's nodes and the queues.
+    supply: Supply = field(default_factory=Supply)
+    #: Why its pod selector is unusable (another HPA scales the same pool): (reason, message), or None.
+    selector_error: tuple[str, str] | None = None
+    #: The last sync found the pool at 0 with nothing pending and changed nothing (see `sync`).
+    steady: bool = False
 
     @property
     def idle_sync_changes_nothing(self) -> bool:
-        """A sync with nothing pending and the pool at 0 recommends 0 and changes nothing, now or later: its
-        recommendation of 0 matters only to a scale-up stabilization window (whose lowest recommendation is
-        a floor) and a minReplicas above 0 would scale up."""
+        """A sync with nothing pending and the pool at 0 evaluates as the last such sync did, now or later, so
+        it can be left out: its recommendation of 0 matters only to a scale-up stabilization window (whose
+        lowest recommendation is a floor), a minReplicas above 0 would scale up, and only External metrics
+        come as values alone (the others read the pool's nodes or the queues' other figures)."""
         spec = self.spec
         up_window = spec.behavior.scale_up.stabilization_window_seconds if spec.behavior else 0
-        return spec.min_replicas == 0 and not up_window
+        return spec.min_replicas == 0 and not up_window and spec.external_only and self.selector_error is None
+
+    def quiet(self, values: Mapping[str, Sequence[object]]) -> bool:
+        """Every metric has samples, all 0."""
+        return len(values) == len({m.key for m in self.spec.metrics}) and not any(
+            v for samples in values.values() for v in samples
+        )
+
+
+def _steady(result: HPAResult) -> bool:
+    return (
+        result.current_replicas == result.desired_replicas == 0
+        and result.reason == DESIRED_WITHIN_RANGE
+        and not any(m.error for m in result.metrics)
+    )
 
 
 class CloudFleet:
@@ -143,21 +172,42 @@ class CloudFleet:
         clock: Clock,
     ) -> None:
         """Each HPA drives the pool whose `scaleTargetRef` names its target; an HPA with no such pool is
-        left out (loaders report it)."""
+        left out (loaders report it); HPAs sharing a pool all report AmbiguousSelector and none scales it."""
         self.pools = {p.name: p for p in pools}
         self.nodes = nodes
         self.host = host
         self.clock = clock
+        #: When each node of a pool joined (its virtual-kubelet pod's start and readiness).
+        self.joined: dict[str, float] = {}
         self.autoscalers: list[Autoscaler] = []
-        config = HPAControllerConfig(allow_scale_from_zero=True)
         for spec in hpas:
             pool = next((p for p in pools if p.target_name and p.target_name == spec.target_name), None)
             if pool is not None:
                 selection = queue_metric_selection(spec, queues)
-                controller = HPAController(spec, config)
-                self.autoscalers.append(Autoscaler(spec, pool, controller, check_hpa(spec, config), selection))
+                controller = HPAController(spec, FLEET_HPA_CONFIG)
+                self.autoscalers.append(Autoscaler(spec, pool, controller, selection, Supply.of(spec)))
+        for scaler in self.autoscalers:
+            sharing = [s.spec for s in self.autoscalers if s.pool is scaler.pool]
+            if len(sharing) > 1:
+                names = " ".join(f"{s.namespace}/{s.name}" for s in sharing)
+                selector = pool_selector(scaler.pool.name)
+                message = f"pods by selector {selector} are controlled by multiple HPAs: [{names}]"
+                scaler.selector_error = (AMBIGUOUS_SELECTOR, message)
         #: Each HPA as declared, for a cap to be lifted (`cap`).
         self.declared = {scaler.spec.name: scaler.spec for scaler in self.autoscalers}
+
+    def resume_statuses(self, kept: Mapping[str, Mapping[str, Any]]) -> None:
+        """Each HPA's status as it was kept (`status_document`), as an HPA object keeps its status across a
+        controller restart; its memory (recommendations, scale events) starts afresh, as Kubernetes' does."""
+        for scaler in self.autoscalers:
+            doc = kept.get(scaler.spec.name)
+            if doc is not None:
+                status = status_from_document(doc, scaler.spec.metrics)
+                scaler.controller = HPAController(scaler.spec, FLEET_HPA_CONFIG, HPAState(status=status))
+
+    def statuses(self) -> dict[str, dict[str, Any]]:
+        """Each HPA's status, to keep (`resume_statuses`)."""
+        return {scaler.spec.name: status_document(scaler.controller.status) for scaler in self.autoscalers}
 
     def start(self, pools: Iterable[Pool]) -> None:
         """The pools' initial nodes (`spec.count`), ready (and a cloud pool's billed) at once."""
@@ -178,6 +228,7 @@ class CloudFleet:
         for name in nodes:
             node = pool.node(name)
             pool.nodes.append(name)
+            self.joined[name] = self.clock.now()
             self.nodes.add_nodes([node])
             self.host.node_ready(pool, node)
             if pool.is_cloud:
@@ -191,23 +242,51 @@ class CloudFleet:
         self.host.sized(pool)
 
     def sync(self, pending_seconds: Mapping[str, float]) -> None:
-        """One HPA sync: each pool's HPA reads the queues' pending seconds and the pool is resized to its
-        recommendation (no growth while the host says no)."""
+        """One HPA sync: each pool's HPA reads the queues' pending seconds (and whatever else its metrics
+        read) and the pool is resized to its recommendation (a scale-up fails while the host says no)."""
         now = self.clock.now()
         for scaler in self.autoscalers:
             pool = scaler.pool
             values = selected_values(scaler.selection, pending_seconds)
-            idle = pool.size == 0 and not any(v for samples in values.values() for v in samples)
-            if idle and scaler.idle_sync_changes_nothing:
-                continue  # nothing pending, nothing to scale in (draining nodes leave when their jobs end)
+            if scaler.steady and pool.size == 0 and scaler.quiet(values):
+                continue  # nothing pending, nothing to scale in: as the last sync (draining nodes leave on their own)
+            observed = scaler.supply.observe(pool, self.joined, self.host, pending_seconds, now)
+            before = scaler.controller.status
             result = scaler.controller.step(
-                now, pool.size, values, status_replicas=pool.size, ready_replicas=len(pool.nodes)
+                now,
+                pool.size,
+                values,
+                status_replicas=pool.size,
+                ready_replicas=len(pool.nodes),
+                selector_error=scaler.selector_error,
+                update_scale=partial(self._refused, pool),
+                **observed,
             )
-            if result.desired_replicas > pool.size and not self.host.may_grow(pool):
-                continue
-            if result.desired_replicas != pool.size:
+            self._report_conditions(scaler, before, scaler.controller.status)
+            scaler.steady = scaler.idle_sync_changes_nothing and _steady(result)
+            if result.rescale:
                 self.host.record(f"{pool.name}: {pool.size} -> {result.desired_replicas} nodes ({result.reason})")
                 self.resize(pool, result.desired_replicas)
+
+    def _refused(self, pool: Pool, current: int, desired: int) -> str | None:
+        """Why setting the pool's replicas fails now (the host refuses new nodes), or None."""
+        if desired > current and not self.host.may_grow(pool):
+            return f"NodePool {pool.name} may not grow now: its cluster {pool.cluster_name} is cut off"
+        return None
+
+    def _report_conditions(self, scaler: Autoscaler, before: HPAStatus, after: HPAStatus) -> None:
+        """A scaling event for each AbleToScale or ScalingActive condition that turned False, changed reason
+        while False, or turned True again (as `kubectl describe hpa` would show it changing)."""
+        if before.conditions is after.conditions:
+            return
+        for type_ in (ABLE_TO_SCALE, SCALING_ACTIVE):
+            old, new = before.condition(type_), after.condition(type_)
+            if new is None or (old is None and new.status) or (old is not None and old.status and new.status):
+                continue
+            if old is not None and (old.status, old.reason) == (new.status, new.reason):
+                continue
+            state = "True" if new.status else "False"
+            self.host.record(f"{scaler.pool.name}: HPA {scaler.spec.name} {type_} {state} {new.reason}: {new.message}")
 
     @property
     def scaled(self) -> bool:
@@ -262,6 +341,7 @@ class CloudFleet:
         """A new node of the pool joins now."""
         node = pool.new_node()
         pool.nodes.append(node.name)
+        self.joined[node.name] = self.clock.now()
         self.nodes.add_nodes([node])
         self.host.node_ready(pool, node)
 
@@ -269,6 +349,7 @@ class CloudFleet:
         """The node leaves now: what runs there is evicted, its billing stops."""
         self.host.evict_node(pool, node)
         pool.nodes.remove(node)
+        self.joined.pop(node, None)
         if node in pool.draining:
             pool.draining.remove(node)
         self.nodes.remove_nodes([node])
@@ -285,4 +366,5 @@ class CloudFleet:
             scaler.spec = dataclasses.replace(original, max_replicas=limit)
             scaler.controller.spec = scaler.spec
             scaler.selection = queue_metric_selection(scaler.spec, queues)
+            scaler.steady = False
         return "; ".join(changes) or "no HPA to cap"

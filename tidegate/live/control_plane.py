@@ -38,6 +38,7 @@ from tidegate.autoscale.hpa import HPASpec
 from tidegate.clock import Callback, Clock, EventLoop, Timer
 from tidegate.fleet.budget import Budget
 from tidegate.fleet.burst import Burst
+from tidegate.fleet.hpa_supply import hpa_report
 from tidegate.fleet.pool import Pool
 from tidegate.fleet.scaling import HPA_SYNC_SECONDS, CloudFleet, QueueTree
 from tidegate.fleet.spec import BudgetSpec
@@ -161,8 +162,11 @@ class ControlPlane(PlaneViews, FleetHosting):
         #: Cycles that raised, and the last one's error ("" once a cycle has succeeded since).
         self.failed_cycles = 0
         self.last_error = ""
-        #: What restoring from the store had to drop (e.g. a patch of a queue the folder no longer has).
+        #: What restoring from the store had to drop (e.g. a patch of a queue the folder no longer has), and
+        #: what the HPAs will not do as their authors may expect (a loaded folder's errors never get here).
         self.warnings: list[str] = []
+        refused, noted = hpa_report(hpas, [q.name for q in queues], {pool.name: pool.spec for pool in pools})
+        self.warnings += [str(problem) for problem in (*refused, *noted)]
         # Written to the store at the end of the current call (kept if the write fails, to retry).
         self._dirty = Marked()  # job keys; a key no longer in `jobs` is a deletion
         self._dirty_queues = Marked()
@@ -237,6 +241,7 @@ class ControlPlane(PlaneViews, FleetHosting):
                 plane._resume_budget(saved.controllers.get("budget"))
                 plane._resume_links(saved.controllers.get("links", {}))
                 plane._resume_notices(saved.controllers.get("notices", {}))
+                plane.fleet.resume_statuses(saved.controllers.get("hpas", {}))
             elif ms.jobs or ms.podgroups or ms.pods:
                 workloads = ManifestSet(jobs=ms.jobs, podgroups=ms.podgroups, pods=ms.pods)
                 plane._accept(workloads, plane.clock.now(), _folder_batch(workloads))
@@ -405,11 +410,13 @@ class ControlPlane(PlaneViews, FleetHosting):
 
     def _controllers(self) -> dict[str, dict[str, Any]]:
         """What the store keeps of the controllers: the budget's period and its queue's own spec, the links
-        that are down."""
+        that are down, the spot notices, each HPA's status (its object's, which outlives a controller)."""
         states: dict[str, dict[str, Any]] = {
             "links": {c: list(down) for c, down in self.links_down.items()},
             "notices": dict(self.notices),
         }
+        if self.fleet.autoscalers:
+            states["hpas"] = self.fleet.statuses()
         budget = self.budget
         if budget is not None:
             original = budget.original.raw or queue_manifest(budget.original)

@@ -17,13 +17,15 @@ from typing import TYPE_CHECKING, Any
 from tidegate.clock import Clock, EventLoop, Timer
 from tidegate.fleet.budget import Budget
 from tidegate.fleet.burst import Burst
+from tidegate.fleet.hpa_supply import QueueFigures
 from tidegate.fleet.pool import POOL_LABEL, Pool
 from tidegate.fleet.scaling import HPA_SYNC_SECONDS, CloudFleet
 from tidegate.fleet.spec import notice_seconds as notice_seconds_of
 from tidegate.live.bill import Bill
-from tidegate.live.jobs import JobPhase, LiveJob, Marked, NotFound
+from tidegate.live.jobs import JobPhase, LiveJob, Marked, NotFound, QueueMetrics
 from tidegate.live.queue_manifests import budgeted_manifest, parsed_queue, queue_manifest
 from tidegate.model.objects import JobEvent, Node, Pod, Queue
+from tidegate.model.resources import Resources
 from tidegate.scheduler.online import OnlineScheduler
 
 _log = logging.getLogger(__name__)
@@ -67,6 +69,8 @@ class FleetHosting:
 
         def _set_queue(self, name: str, doc: Any, file: str) -> Queue: ...
 
+        def metrics(self) -> list[QueueMetrics]: ...
+
     # -- the fleet's host (tidegate/fleet/scaling.py) ---------------------------------------------------
     def _pool_of(self, node: str) -> Pool | None:
         served = self.nodes.get(node)
@@ -74,6 +78,18 @@ class FleetHosting:
 
     def _clouds(self) -> set[str]:
         return {pool.cluster_name for pool in self.fleet.pools.values() if pool.is_cloud}
+
+    def node_requests(self, node: str) -> Resources:
+        total = Resources()
+        for pod in self._node_pods.get(node, {}).values():
+            total = total + pod.requests
+        return total
+
+    def pods_on(self, node: str) -> int:
+        return len(self._node_pods.get(node, {}))
+
+    def queue_figures(self) -> dict[str, QueueFigures]:
+        return {row.queue: QueueFigures(row.pending, row.running, row.allocated, row.weight) for row in self.metrics()}
 
     def node_ready(self, pool: Pool, node: Node) -> None:
         self.nodes[node.name] = node

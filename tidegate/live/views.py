@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+from tidegate.autoscale.hpa import status_document
 from tidegate.clock import Clock
 from tidegate.fleet.budget import Budget
 from tidegate.fleet.pool import pinned_to_idc
@@ -143,7 +144,8 @@ class PlaneViews:
             return self._tree.totals(own)
 
     def pools_view(self) -> list[dict[str, Any]]:
-        """Each node pool: its nodes, nodes on the way or draining, what it bills for, and its HPA."""
+        """Each node pool: its nodes, nodes on the way or draining, what it bills for, and its HPA with the
+        status it last wrote (replicas, current metrics, conditions)."""
         with self._lock:
             scalers = {scaler.pool.name: scaler for scaler in self.fleet.autoscalers}
             now = self.clock.now()
@@ -160,6 +162,7 @@ class PlaneViews:
                         "billed_nodes": self.bill.nodes[name],
                         "spent": self.bill.pool_spent(name, now),
                         "hpa": None if scaler is None else scaler.spec.name,
+                        "hpa_status": None if scaler is None else status_document(scaler.controller.status),
                         "events": [{"time": t, "message": m} for t, m in self.fleet_events if m.startswith(f"{name}:")],
                     }
                 )

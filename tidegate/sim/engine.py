@@ -18,14 +18,14 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import partial
+from typing import Any
 
 import numpy as np
 
-from tidegate.autoscale.hpa import (
-    HPASpec,
-)
+from tidegate.autoscale.hpa import HPASpec, status_document
 from tidegate.clock import EventLoop, SimClock, Timer
 from tidegate.fleet.budget import Budget
+from tidegate.fleet.hpa_supply import QueueFigures
 from tidegate.fleet.pool import Pool
 from tidegate.fleet.scaling import HPA_SYNC_SECONDS, CloudFleet, QueueTree
 from tidegate.lifecycle.policies import JobPolicy, Resolution, verdict
@@ -42,7 +42,7 @@ from tidegate.sim.meter import Level, Meter
 from tidegate.sim.outage import LinkOutages
 from tidegate.sim.spec import ScenarioSpec, SimulationSpec
 from tidegate.sim.spot import Interruptions, grace_warning, prestop
-from tidegate.sim.workload import SimJob, to_group
+from tidegate.sim.workload import SimJob, pod_requests, to_group
 
 #: Events at the same instant run in this order: completions free capacity before a cycle uses it.
 PRIORITY_RELEASE, PRIORITY_ARRIVAL, PRIORITY_CYCLE, PRIORITY_AUTOSCALE = 0, 1, 2, 3
@@ -94,6 +94,8 @@ class Outcome:
     outage_events: list[tuple[float, str]] = field(default_factory=list)
     #: A digest of every placement and eviction, in order (time, job, nodes): equal runs placed alike.
     placements_digest: str = ""
+    #: Each HPA's status at the end (`status_document`, with its name and pool): replicas, metrics, conditions.
+    hpas: list[dict[str, Any]] = field(default_factory=list)
 
 
 @contextmanager
@@ -716,6 +718,33 @@ class Simulation:
     def busy(self, node: str) -> int:
         return len(self.node_pods.get(node, ()))
 
+    def node_requests(self, node: str) -> Resources:
+        total = Resources()
+        for group_key in self.node_pods.get(node, ()):
+            run = self.running.get(group_key)
+            if run is not None:
+                total = total + pod_requests(run.job.record).scaled(run.nodes.count(node))
+        return total
+
+    def pods_on(self, node: str) -> int:
+        runs = (self.running.get(group_key) for group_key in self.node_pods.get(node, ()))
+        return sum(run.nodes.count(node) for run in runs if run is not None)
+
+    def queue_figures(self) -> dict[str, QueueFigures]:
+        waiting = dict.fromkeys(self.queues, 0)
+        running = dict.fromkeys(self.queues, 0)
+        held = {name: Resources() for name in self.queues}
+        for job in self.pending.values():
+            waiting[job.queue] = waiting.get(job.queue, 0) + 1
+        for run in self.running.values():
+            queue = run.job.queue
+            running[queue] = running.get(queue, 0) + 1
+            held[queue] = held.get(queue, Resources()) + pod_requests(run.job.record).scaled(len(run.nodes))
+        return {
+            name: QueueFigures(waiting[name], running[name], held[name], queue.weight)
+            for name, queue in self.queues.items()
+        }
+
     def leaving(self, node: str) -> bool:
         return node in self.noticed
 
@@ -791,6 +820,10 @@ class Simulation:
             changes,
             outage_events,
             self._placements.hexdigest(),
+            [
+                {"name": scaler.spec.name, "pool": scaler.pool.name, **status_document(scaler.controller.status)}
+                for scaler in self.fleet.autoscalers
+            ],
         )
 
     @property

@@ -1,5 +1,6 @@
 """Read a simulation folder: Volcano queues and scheduler configuration, HPAs, and the
-tidegate.io simulation kinds, cross-checked so every reference resolves."""
+tidegate.io simulation kinds, cross-checked so every reference resolves (an HPA's against the pools and
+queues, and its metrics against what tidegate can supply: `tidegate/fleet/hpa_supply.py`)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import Any, TextIO
 
 from tidegate.autoscale.hpa import HPASpec
 from tidegate.autoscale.hpa_manifest import parse_hpa
+from tidegate.fleet.hpa_supply import hpa_report
 from tidegate.fleet.spec import ClusterSpec, NodePoolSpec
 from tidegate.lifecycle.policies import JobPolicy, job_policy
 from tidegate.model.errors import FieldError, ManifestError, ManifestErrors, Source
@@ -209,15 +211,17 @@ def _references(sim: SimulationInput) -> list[ManifestError]:
         for i, scenario_name in enumerate(simulation.scenarios):
             if scenario_name not in sim.scenarios:
                 missing("Simulation", name, f"spec.scenarios[{i}]", f"scenario {scenario_name!r} is not defined")
-    for hpa in sim.hpas:
-        targets = [p for p in sim.pools.values() if p.scale_target_ref and p.scale_target_ref.name == hpa.target_name]
-        if not targets:
-            missing(
-                "HorizontalPodAutoscaler",
-                hpa.name,
-                "spec.scaleTargetRef.name",
-                f"no NodePool has scaleTargetRef {hpa.target_kind}/{hpa.target_name}",
-            )
+    targets: dict[str, str] = {}
+    for name, pool in sim.pools.items():
+        ref = pool.scale_target_ref
+        if ref is not None and ref.name:
+            other = targets.setdefault(ref.name, name)
+            if other != name:
+                message = f"NodePool {other} is scaled through {ref.name} too"
+                missing("NodePool", name, "spec.scaleTargetRef.name", message)
+    hpa_errors, hpa_warnings = hpa_report(sim.hpas, queues, sim.pools)
+    out.extend(hpa_errors)
+    sim.warnings.extend(hpa_warnings)
     return out
 
 

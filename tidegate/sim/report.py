@@ -63,7 +63,7 @@ ROWS: list[tuple[str, str, str]] = [
     ("jobs hit by link outages", "outage_affected_jobs", "int"),
 ]
 #: Events the report lists on their own, above the full event log (which overflows bury).
-NOTABLE = ("spot interruption", ": failed (", "budget:", "completed by policy")
+NOTABLE = ("spot interruption", ": failed (", "budget:", "completed by policy", ": HPA ")
 
 
 def _fmt(value: Any, kind: str) -> str:
@@ -235,6 +235,25 @@ def _data_figures(results: list[RunResult]) -> list[tuple[str, str]]:
     return [("Data gravity: link throughput and prefetch delays", _png(fig))]
 
 
+def _hours(t: float | None) -> str:
+    return "never" if t is None else f"{t / 3600:.2f} h"
+
+
+def hpa_lines(hpa: dict[str, Any]) -> list[str]:
+    """One HPA's status as ``kubectl describe hpa`` shows it: replicas, each metric, each condition."""
+    lines = [
+        f"HPA {hpa['name']} (NodePool {hpa['pool']}): {hpa['currentReplicas']} replicas, desired "
+        f"{hpa['desiredReplicas']}, last scaled {_hours(hpa['lastScaleTime'])}"
+    ]
+    for metric in hpa["currentMetrics"]:
+        current = ", ".join(f"{k} {v:g}" for k, v in metric["current"].items()) or "unknown"
+        lines.append(f"  {metric['metric']}: {metric['error'] or current}")
+    for c in hpa["conditions"]:
+        since = _hours(c["lastTransitionTime"])
+        lines.append(f"  {c['type']} {c['status']} {c['reason']} (since {since}): {c['message']}")
+    return lines
+
+
 def write_html(results: list[RunResult], out: Path, title: str) -> Path:
     path = out / "report.html"
     head = "".join(f"<th>{html.escape(r.name)}</th>" for r in results)
@@ -268,6 +287,14 @@ def write_html(results: list[RunResult], out: Path, title: str) -> Path:
         if r.simulation.outage_events
     )
     outages = f"<h2>Link outages (every job they touched)</h2>{outages}" if outages else ""
+    hpas = "".join(
+        f"<h3>{html.escape(r.name)}</h3><pre>"
+        + html.escape("\n".join(line for hpa in r.simulation.hpas for line in hpa_lines(hpa)))
+        + "</pre>"
+        for r in results
+        if r.simulation.hpas
+    )
+    hpas = f"<h2>HPAs at the end of the run: replicas, metrics, conditions</h2>{hpas}" if hpas else ""
     events = "".join(
         f"<h3>{html.escape(r.name)}</h3><pre>"
         + html.escape("\n".join(f"{t / 3600:9.2f} h  {text}" for t, text in r.simulation.events[:300]))
@@ -282,6 +309,6 @@ def write_html(results: list[RunResult], out: Path, title: str) -> Path:
         "td:first-child{text-align:left}img{max-width:100%}</style></head><body>"
         f"<h1>{html.escape(title)}</h1><table><tr><th></th>{head}</tr>{rows}</table>{figures}"
         f"<h2>Spot interruptions, jobs failed for good, budget actions, warnings</h2>{notable}"
-        f"{outages}<h2>Events</h2>{events}</body></html>"
+        f"{outages}{hpas}<h2>Events</h2>{events}</body></html>"
     )
     return path
