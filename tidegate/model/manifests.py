@@ -33,6 +33,7 @@ from tidegate.model.objects import (
     GPU_MEMORY_ANNOTATION,
     GROUP_NAME_ANNOTATIONS,
     NAMESPACES_ANNOTATION,
+    PLUGIN_SWITCHES,
     PRIORITY_ANNOTATION,
     TASK_SPEC_ANNOTATION,
     Job,
@@ -1187,9 +1188,35 @@ def _as_tiers(value: Any, field_: str) -> tuple[Tier, ...]:
             name = _as_str(data.get("name"), f"{path}[{j}].name")
             if not name:
                 raise FieldError(f"{path}[{j}].name", "is required")
-            plugins.append(PluginOption(name, _as_map(data.get("arguments"), f"{path}[{j}].arguments")))
+            arguments = _as_map(data.get("arguments"), f"{path}[{j}].arguments")
+            plugins.append(PluginOption(name, arguments, _as_switches(data, f"{path}[{j}]")))
         tiers.append(Tier(tuple(plugins)))
     return tuple(tiers)
+
+
+def _as_switches(data: Mapping[str, Any], field_: str) -> dict[str, bool]:
+    """A tier entry's switches (Volcano's PluginOption: enableJobOrder: false ...), each true or false; any
+    key besides name, arguments and the switches is an error (Volcano's YAML reader would drop it silently)."""
+    switches = {}
+    for key, value in data.items():
+        if key in ("name", "arguments"):
+            continue
+        if key not in PLUGIN_SWITCHES:
+            raise FieldError(f"{field_}.{key}", _unknown_switch(str(key)))
+        if not isinstance(value, bool):
+            raise FieldError(f"{field_}.{key}", f"expected true or false, got {_shown(value)}")
+        switches[key] = value
+    return switches
+
+
+def _unknown_switch(key: str) -> str:
+    """Why a key is not a plugin option, naming Volcano's spelling when it is one letter off (Volcano spells
+    some switches enable..., others enabled...)."""
+    other = key.replace("enabled", "enable", 1) if key.startswith("enabled") else key.replace("enable", "enabled", 1)
+    if other in PLUGIN_SWITCHES:
+        return f"unknown plugin option: Volcano spells it {other} (and ignores {key})"
+    known = ", ".join(PLUGIN_SWITCHES)
+    return f"unknown plugin option (a plugin takes name, arguments and Volcano's switches: {known})"
 
 
 #: Parsers by (API group, kind); the version is not checked, so v1alpha1 and v1beta1 both load.

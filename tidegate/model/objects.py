@@ -334,10 +334,53 @@ class Job:
         return sum(task.replicas for task in self.tasks)
 
 
+#: The per-plugin switches of volcano-scheduler.conf, spelt as Volcano's PluginOption reads them
+#: (pkg/scheduler/conf/scheduler_conf.go: some are enable..., some enabled...). Absent means on, except
+#: enableHierarchy and enabledClusterOrder, which Volcano leaves off unless set (plugins.ApplyPluginConfDefaults).
+PLUGIN_SWITCHES = (
+    "enableJobOrder",
+    "enableHierarchy",
+    "enableJobReady",
+    "enableJobPipelined",
+    "enableTaskOrder",
+    "enablePreemptable",
+    "enableReclaimable",
+    "enablePreemptive",
+    "enableQueueOrder",
+    "enabledClusterOrder",
+    "enablePredicate",
+    "enableBestNode",
+    "enableNodeOrder",
+    "enableTargetJob",
+    "enableReservedNodes",
+    "enableJobEnqueued",
+    "enabledVictim",
+    "enableJobStarving",
+    "enabledOverused",
+    "enabledAllocatable",
+    "enabledHyperNodeOrder",
+    "enabledSubJobReady",
+    "enabledSubJobPipelined",
+    "enabledSubJobOrder",
+    "enabledHyperNodeGradient",
+)
+
+
 @dataclass(frozen=True, slots=True)
 class PluginOption:
     name: str
     arguments: dict[str, Any] = field(default_factory=dict)
+    #: The switches the tier entry sets (PLUGIN_SWITCHES), and to what; a switch not listed is at its default.
+    switches: dict[str, bool] = field(default_factory=dict)
+
+    def enabled(self, switch: str) -> bool:
+        """Volcano's reading of a switch: on unless set to false (enableHierarchy and enabledClusterOrder:
+        off unless set to true)."""
+        return self.switches.get(switch, switch not in SWITCHES_OFF_BY_DEFAULT)
+
+
+#: Switches Volcano's defaulting leaves unset, so that they read as off.
+SWITCHES_OFF_BY_DEFAULT = frozenset({"enableHierarchy", "enabledClusterOrder"})
 
 
 @dataclass(frozen=True, slots=True)
