@@ -146,7 +146,8 @@ class Scenario:
             )
         for g in self.snapshot.groups:
             lines.append(
-                f"group {g.name} queue={g.queue} min={g.min_member} minres={g.min_resources!r} {g.phase.value}"
+                f"group {g.name} queue={g.queue} min={g.min_member} minres={g.min_resources!r} prio={g.priority} "
+                f"{g.phase.value}"
             )
         for p in self.snapshot.pods:
             where = f"on {p.node_name} cards={p.gpu_indices}" if p.node_name else p.phase.value
@@ -292,6 +293,9 @@ def scenarios(draw: st.DrawFn, quota: str | None = None, pressure: bool = False)
         min_member = 1 if pressure and not old else draw(st.integers(1, replicas))
         queue = draw(st.sampled_from([*leaves, *leaves, "default", *(["org"] if hierarchical else [])]))
         priority = draw(st.sampled_from([0, 10] if old else [0, 10, 100, 100]))
+        # The pods' own priority (their task's) is mostly the job's; now and then another, which must not
+        # change the job's (Volcano's job priority is its PodGroup's).
+        pod_priority = draw(st.sampled_from([priority, priority, priority, 0, 1000]))
         min_resources = draw(st.sampled_from([Resources(), Resources(), requests.scaled(min_member)]))
         selector = {} if contended else draw(st.sampled_from([{}, {}, {}, {"zone": "a"}]))
         affinity = draw(st.sampled_from(AFFINITIES[:3] if contended else AFFINITIES))
@@ -307,7 +311,7 @@ def scenarios(draw: st.DrawFn, quota: str | None = None, pressure: bool = False)
                 node_selector=dict(selector),
                 affinity=affinity,
                 tolerations=tolerations,
-                priority=priority,
+                priority=pod_priority,
                 group=name,
                 created=float(j),
             )
@@ -327,6 +331,7 @@ def scenarios(draw: st.DrawFn, quota: str | None = None, pressure: bool = False)
                 queue=queue,
                 min_member=min_member,
                 min_resources=min_resources,
+                priority=priority,
                 phase=phase,
                 created=float(j),
             )
@@ -542,11 +547,9 @@ RECLAIMED = re.compile(r"reclaimed by queue (?P<queue>\S+) for (?P<job>\S+)")
 
 
 def check_evictions(o: Outcome) -> None:
-    """Preempt stays in the queue and takes only lower-priority jobs; reclaim takes only from other,
-    reclaimable queues and never below their guarantee."""
-    job_priority: Counter[str] = Counter()
-    for pod in o.snapshot.pods:
-        job_priority[pod.group] = max(job_priority[pod.group], pod.priority)
+    """Preempt stays in the queue and takes only lower-priority jobs (by their PodGroups' priority, whatever
+    their pods' own); reclaim takes only from other, reclaimable queues and never below their guarantee."""
+    job_priority = {group.name: group.priority for group in o.snapshot.groups}
     reclaimed_queues = set()
     for key, evict in o.evicted.items():
         victim = o.pods[key]

@@ -334,8 +334,6 @@ class Session:
             )
             tasks.append(task)
             counts[_PENDING] += 1
-            if pod.priority > job.priority:
-                job.priority = pod.priority
             self.tasks[pod.key] = task
             if best_effort:
                 self.best_effort_tasks += 1
