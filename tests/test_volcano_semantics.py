@@ -75,3 +75,82 @@ def test_a_job_does_not_preempt_with_its_pods_priority() -> None:
     climber.group.priority = 100
     decisions = cluster.schedule(PREEMPT)
     assert evicted(decisions) == ["default/running-0"] and pipelined(decisions) == {"default/climber-0": "n0"}
+
+
+# -- 4. victims in Volcano's order ------------------------------------------------------------------------
+GPU = {"nvidia.com/gpu": 1}
+PREEMPT_DRF = conf("enqueue, allocate, preempt", "priority, gang", "drf, predicates, proportion, nodeorder")
+RECLAIM = conf("enqueue, allocate, reclaim", "priority, gang", "predicates, capacity, nodeorder")
+
+
+def test_a_job_s_victims_go_in_task_order_reversed() -> None:
+    """Of one job's pods the last in task order goes first (Volcano pops !TaskOrderFn): before, pods went
+    by name, so the first one went."""
+    cluster = Cluster(
+        nodes=[node("n0", gpus=3)],
+        queues=[queue("default")],
+        jobs=[
+            job("wide", replicas=3, min_member=1, requests=GPU, running_on=["n0"] * 3, phase=RUNNING),
+            job("urgent", requests=GPU, priority=10, phase=INQUEUE),
+        ],
+    )
+    assert evicted(cluster.schedule(PREEMPT)) == ["default/wide-2"]
+
+
+def test_victims_of_one_queue_go_in_job_order_reversed() -> None:
+    """Jobs of one priority: drf's job order puts the job with the larger share last, so it gives first
+    (before: the newest job's pod went)."""
+    cluster = Cluster(
+        nodes=[node("n0", gpus=4)],
+        queues=[queue("default")],
+        jobs=[
+            job("big", replicas=3, min_member=1, requests=GPU, running_on=["n0"] * 3, phase=RUNNING, created=1),
+            job("small", requests=GPU, running_on=["n0"], phase=RUNNING, created=2),
+            job("urgent", requests=GPU, priority=10, phase=INQUEUE, created=3),
+        ],
+    )
+    assert evicted(cluster.schedule(PREEMPT_DRF)) == ["default/big-2"]
+    # Without drf no job key tells them apart: task order reversed decides, and the newest pod goes.
+    assert evicted(cluster.schedule(PREEMPT)) == ["default/small-0"]
+
+
+def test_victims_of_other_queues_go_in_queue_order_reversed() -> None:
+    """Reclaim takes first from the queue that queue order serves last (the largest share of its deserved),
+    whatever its pods' age; within it, from the job last in job order."""
+    cluster = Cluster(
+        nodes=[node("n0", gpus=5)],
+        queues=[
+            queue("a", deserved={"nvidia.com/gpu": 1}),
+            queue("b", deserved={"nvidia.com/gpu": 1}),
+            queue("c", deserved={"nvidia.com/gpu": 3}),
+        ],
+        jobs=[
+            *[job(f"a{i}", "a", requests=GPU, running_on=["n0"], phase=RUNNING, created=1) for i in range(3)],
+            *[job(f"b{i}", "b", requests=GPU, running_on=["n0"], phase=RUNNING, created=2) for i in range(2)],
+            job("owner", "c", requests=GPU, phase=INQUEUE, created=3),
+        ],
+    )
+    decisions = cluster.schedule(RECLAIM)
+    assert evicted(decisions) == ["default/a2-0"] and pipelined(decisions) == {"default/owner-0": "n0"}
+
+
+def test_hierarchical_capacity_takes_victims_from_the_nearest_queues_first() -> None:
+    """capacity's victim queue order (hierarchy): a queue sharing more ancestors with the reclaimer's gives
+    before one that shares only the root, even when queue order reversed would take the other first."""
+    cluster = Cluster(
+        nodes=[node("n0", gpus=4)],
+        queues=[
+            queue("p", deserved={"nvidia.com/gpu": 2}),
+            queue("q", deserved={"nvidia.com/gpu": 2}),
+            queue("x", parent="p", deserved={"nvidia.com/gpu": 1}),
+            queue("y", parent="p", deserved={"nvidia.com/gpu": 0}),
+            queue("z", parent="q", deserved={"nvidia.com/gpu": 0}),
+        ],
+        jobs=[
+            job("ys", "y", replicas=2, min_member=1, requests=GPU, running_on=["n0"] * 2, phase=RUNNING, created=1),
+            job("zs", "z", replicas=2, min_member=1, requests=GPU, running_on=["n0"] * 2, phase=RUNNING, created=2),
+            job("owner", "x", requests=GPU, phase=INQUEUE, created=3),
+        ],
+    )
+    decisions = cluster.schedule(RECLAIM)
+    assert evicted(decisions) == ["default/ys-1"] and pipelined(decisions) == {"default/owner-0": "n0"}

@@ -15,7 +15,9 @@ extension points it implements when a session opens; the session combines them:
 - victims (preempt/reclaim): a task is a victim only when every plugin with an opinion allows it
   (stricter than Volcano's per-tier fall-through, so a gang is never broken below minMember). A victim
   filter judges candidates in order, each given the ones it accepted before (never the ones it
-  rejected), so a filter that accepts none of a list accepts none of any part of it;
+  rejected), so a filter that accepts none of a list accepts none of any part of it. Candidates are
+  judged and taken in Volcano's victim order: by victim queue order (`victim_queue_order` keys, then queue
+  order reversed), job order reversed, task order reversed (`eviction.victim_order`);
 - plugins whose quotas can grow between cycles for reasons other than freed capacity (a deserved share
   recomputed from demand) bump `Session.freed` when they do, so jobs blocked on quota get another look.
 
@@ -50,6 +52,9 @@ StaticFilter = Callable[[TaskInfo], list[tuple[str, BoolArray]]]
 StaticScore = Callable[[TaskInfo], FloatArray]
 #: Victim selection: from candidate tasks, those this plugin allows to be evicted for `task`.
 VictimFilter = Callable[[TaskInfo, list[TaskInfo]], list[TaskInfo]]
+#: Victim queue order (Volcano's VictimQueueOrderFn): a key of a victim's queue given the preemptor's queue;
+#: victims of queues with lower keys go first.
+VictimQueueKey = Callable[[QueueInfo, QueueInfo], float]
 EventHandler = Callable[[TaskInfo], None]
 
 
@@ -186,6 +191,9 @@ class ExtensionPoints:
     card_selector: CardSelector | None = None
     preemptable: list[VictimFilter] = field(default_factory=list)
     reclaimable: list[VictimFilter] = field(default_factory=list)
+    #: Orders victims of different queues before queue order reversed does (no switch turns it off, as in
+    #: Volcano); read per eviction attempt, so it may depend on the queues' allocations.
+    victim_queue_order: list[VictimQueueKey] = field(default_factory=list)
     on_allocate: list[EventHandler] = field(default_factory=list)
     on_deallocate: list[EventHandler] = field(default_factory=list)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from functools import partial
-from typing import ClassVar
+from typing import ClassVar, cast
 
 import numpy as np
 
@@ -42,9 +42,32 @@ def starving_jobs(ssn: Session, queue: QueueInfo) -> list[JobInfo]:
     return ssn.in_job_order(starving)
 
 
-def victim_order(task: TaskInfo) -> tuple[int, int, float, str]:
-    """Cheapest victims first: lowest job priority, lowest task priority, newest."""
-    return (task.job.priority, task.priority, -task.pod.created, task.key)
+def victim_order(ssn: Session, preemptor: TaskInfo, candidates: list[TaskInfo]) -> list[TaskInfo]:
+    """The candidates in the order they are taken, as Volcano's BuildVictimsPriorityQueue pops them: victims
+    of other queues by the victim queue order (the plugins' `victim_queue_order` keys, then queue order
+    reversed: the queue that would be served last gives first), of one queue by job order reversed (the
+    plugins' job keys only: jobs they cannot tell apart fall through), then by task order reversed.
+
+    Volcano compares pairs; its comparisons agree with this one lexicographic key (for two tasks of one job
+    the queue and job parts are equal, leaving task order reversed), so sorting gives its order."""
+    if len(candidates) < 2:
+        return list(candidates)
+    out = sorted(candidates, key=ssn.task_key, reverse=True)  # keys are unique (they end in the pod's key)
+    width = len(ssn.ext.job_order)
+    job_keys: dict[int, tuple[float, ...]] = {}
+    for task in out:
+        job = task.job
+        if id(job) not in job_keys:
+            job_keys[id(job)] = tuple(-key for key in cast(tuple[float, ...], ssn.job_key(job)[:width]))
+    queues = {id(task.job.queue): task.job.queue for task in out}
+    if len(queues) == 1:
+        out.sort(key=lambda task: job_keys[id(task.job)])
+        return out
+    reversed_order = sorted(queues.values(), key=ssn.queue_key, reverse=True)
+    home, keys = preemptor.job.queue, ssn.ext.victim_queue_order
+    queue_keys = {id(q): (*[key(q, home) for key in keys], rank) for rank, q in enumerate(reversed_order)}
+    out.sort(key=lambda task: (queue_keys[id(task.job.queue)], job_keys[id(task.job)]))
+    return out
 
 
 def evict_for(
@@ -76,8 +99,7 @@ def evict_for(
     if not everyone or not filters or any(not victim_filter(task, everyone) for victim_filter in filters):
         return False
     for row, candidates in per_node:
-        candidates.sort(key=victim_order)
-        victims = ssn.victims(filters, task, candidates)
+        victims = ssn.victims(filters, task, victim_order(ssn, task, candidates))
         if not victims:
             continue
         freed = np.sum([v.request for v in victims], axis=0)

@@ -34,6 +34,8 @@ class CapacityPlugin(Plugin):
         ext.job_enqueueable.append(self._enqueueable)
         ext.reclaimable.append(self._reclaimable)
         ext.queue_reclaim_allowed.append(self._may_reclaim)
+        if ssn.hierarchical:
+            ext.victim_queue_order.append(self._victim_queue_order)
 
     def on_cycle_open(self, ssn: Session) -> None:
         """Quotas for the queue specs and nodes as the cycle starts."""
@@ -134,6 +136,18 @@ class CapacityPlugin(Plugin):
             if share > result:
                 result = share
         return result
+
+    @staticmethod
+    def _victim_queue_order(victim: QueueInfo, preemptor: QueueInfo) -> float:
+        """Volcano's hierarchical victim queue order: victims of queues sharing more ancestors with the
+        preemptor's go first (getQueueLevel: the last depth at which the two ancestor chains still agree,
+        0 when they part at once)."""
+        level = 0
+        for depth, (mine, theirs) in enumerate(zip(victim.ancestors, preemptor.ancestors, strict=False)):
+            if mine is not theirs:
+                break
+            level = depth
+        return -float(level)
 
     def _limit_reason(self, queue: QueueInfo, used: FloatArray, dims: Any, current: FloatArray) -> str | None:
         real = self.real_capability[queue.name]
