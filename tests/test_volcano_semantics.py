@@ -154,3 +154,21 @@ def test_hierarchical_capacity_takes_victims_from_the_nearest_queues_first() -> 
     )
     decisions = cluster.schedule(RECLAIM)
     assert evicted(decisions) == ["default/ys-1"] and pipelined(decisions) == {"default/owner-0": "n0"}
+
+
+# -- 2. capacity reclaims only what the reclaimer asks for ------------------------------------------------
+def test_capacity_reclaim_leaves_victims_that_hold_nothing_the_reclaimer_asks_for() -> None:
+    """Volcano's capacity skips a reclaimee with no resource in common with the reclaimer (pod slots aside):
+    a CPU-only pod frees no GPU, so it stays, even though it comes first in victim order (the newest)."""
+    config = conf("enqueue, allocate, reclaim", "priority, gang", "predicates, capacity, nodeorder")
+    cluster = Cluster(
+        nodes=[node("n0", cpu=8, gpus=1)],
+        queues=[queue("lender", deserved={"cpu": 1}), queue("owner", deserved={"nvidia.com/gpu": 1})],
+        jobs=[
+            job("trainer", "lender", requests=GPU, running_on=["n0"], phase=RUNNING, created=1),
+            job("cruncher", "lender", requests={"cpu": 4}, running_on=["n0"], phase=RUNNING, created=2),
+            job("owner", "owner", requests=GPU, phase=INQUEUE, created=3),
+        ],
+    )
+    decisions = cluster.schedule(config)
+    assert evicted(decisions) == ["default/trainer-0"] and pipelined(decisions) == {"default/owner-0": "n0"}
