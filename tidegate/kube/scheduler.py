@@ -80,7 +80,7 @@ def _expand(read: tuple[PodGroup | None, tuple[Pod, ...]], classes: Sequence[Pri
 
 def _seen(group: PodGroup, pods: Sequence[Pod]) -> _Seen:
     return _Seen(
-        (group.queue, group.min_member, group.min_resources, group.priority, group.affinity),
+        (group.queue, group.min_member, group.min_resources, group.priority, group.affinity, group.preemptable),
         tuple(
             (
                 p.key,
@@ -92,6 +92,8 @@ def _seen(group: PodGroup, pods: Sequence[Pod]) -> _Seen:
                 p.gpu_indices,
                 p.tolerations,
                 p.priority,
+                p.preemptable,
+                p.preemption_policy,
                 tuple(sorted(p.node_selector.items())),
                 p.affinity,
             )

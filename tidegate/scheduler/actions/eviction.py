@@ -9,21 +9,28 @@ from typing import ClassVar, cast
 
 import numpy as np
 
-from tidegate.model.objects import PodGroupPhase
+from tidegate.model.objects import PodGroupPhase, PreemptionPolicy
 from tidegate.scheduler.info import JobInfo, QueueInfo, TaskInfo, TaskStatus
 from tidegate.scheduler.node_table import BoolArray
 from tidegate.scheduler.session import Session
 from tidegate.scheduler.statement import Statement
 
 VictimFilter = Callable[[TaskInfo, list[TaskInfo]], list[TaskInfo]]
+NEVER = PreemptionPolicy.NEVER
 #: Thousandths in one GPU card (tidegate.io/gpu-milli), as the gpushare plugin counts them.
 CARD_MILLI = 1000
 
 
 def running_by_node(ssn: Session) -> dict[int, list[TaskInfo]]:
+    """The running pods that may be evicted, by node: not those marked `volcano.sh/preemptable: false` (as
+    Volcano's preempt and reclaim skip a task that is not Preemptable), nor those of a PodGroup so marked
+    (as its gang eviction actions read the PodGroup's)."""
     out: dict[int, list[TaskInfo]] = {}
+    running = TaskStatus.RUNNING
     for task in ssn.tasks.values():
-        if task.status is TaskStatus.RUNNING and task.node >= 0:
+        if task.status is not running or task.node < 0:
+            continue
+        if task.pod.preemptable and task.job.group.preemptable is not False:
             out.setdefault(task.node, []).append(task)
     return out
 
@@ -236,6 +243,8 @@ class EvictionAction(ABC):
                 for task in tasks:
                     if not ssn.job_starving(job):
                         break
+                    if task.pod.preemption_policy is NEVER:
+                        continue  # it waits for room and evicts no one (Volcano's preempt and reclaim skip it)
                     key = self.attempt_key(task)
                     if key in failed:
                         continue
