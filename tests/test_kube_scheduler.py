@@ -725,3 +725,27 @@ spec: {weight: 1}
     api.add(CLUSTER.split("---")[0])  # a GPU node joins
     scheduler.step(1.0)
     assert api.binds == [("w0", "idc-0", "0,1")]
+
+
+def test_a_podgroup_is_admitted_before_its_pods_exist_as_volcano_s_job_controller_needs() -> None:
+    """Volcano's job controller creates a vcjob's pods only once its PodGroup is Inqueue: the scheduler admits
+    a PodGroup with no pod yet on its minResources, then binds the pods once they come."""
+    vcjob_group = group("train", 2).replace("queue: default}", 'queue: default, minResources: {nvidia.com/gpu: "4"}}')
+    api = FakeApi(CLUSTER + "---" + vcjob_group)
+    scheduler = ClusterScheduler(api)
+    scheduler.step(0.0)
+    ((name, phase, message),) = api.statuses
+    assert (name, phase) == ("train", "Inqueue") and message == "gang: 0/2 pods exist (minMember 2)"
+    assert api._find("PodGroup", "train")["status"]["phase"] == "Inqueue"
+    api.add(pod("train-0", 2, "train") + "---" + pod("train-1", 2, "train"))  # the job controller's turn
+    scheduler.step(1.0)
+    assert sorted(api.binds) == [("train-0", "idc-0", "0,1"), ("train-1", "idc-0", "2,3")]
+    assert api.statuses[-1] == ("train", "Running", "")
+
+
+def test_a_podgroup_without_pods_is_left_alone_when_another_scheduler_has_its_pods_or_it_has_run() -> None:
+    done = group("done", 1).replace("phase: Pending", "phase: Completed")
+    theirs = group("theirs", 1) + "---" + pod("theirs-0", 1, "theirs", scheduler="default-scheduler")
+    api = FakeApi(CLUSTER + "---" + done + "---" + theirs)
+    ClusterScheduler(api).step(0.0)
+    assert api.statuses == [] and api.binds == []

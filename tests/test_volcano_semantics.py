@@ -4,7 +4,7 @@ victims are taken in, what capacity reclaims, and the admission of a PodGroup wh
 
 from __future__ import annotations
 
-from scheduler_builders import Cluster, bound, conf, evicted, job, node, pipelined, queue
+from scheduler_builders import Cluster, bound, conf, evicted, job, node, pending_reason, phase_of, pipelined, queue
 
 from tidegate.cli.manifest_snapshot import prepare
 from tidegate.model.manifests import load_text
@@ -385,3 +385,23 @@ def test_a_vcjob_template_clashing_with_its_class_is_one_error_naming_the_templa
     (error,) = prepare(load_text(PRIORITY_CLASSES + NEVER_CLASS + clash, "jobs.yaml")).errors
     assert (error.kind, error.name) == ("Job", "clash")
     assert error.field == "spec.tasks[0].template.spec.preemptionPolicy"
+
+
+# -- 1. a PodGroup is admitted before its pods exist ------------------------------------------------------
+def test_a_podgroup_with_no_pods_yet_is_admitted_on_its_min_resources() -> None:
+    """Volcano's enqueue never asks JobValid: a PodGroup whose pods do not exist yet goes Inqueue when its
+    queue has room for its minResources (the job controller then creates the pods), and its minResources
+    hold that room against later PodGroups."""
+    cluster = Cluster(
+        nodes=[node("n0", gpus=2)],
+        queues=[queue("team", capability={"nvidia.com/gpu": 2})],
+        jobs=[
+            job("first", "team", replicas=0, min_member=2, min_resources={"nvidia.com/gpu": 2}, created=1),
+            job("second", "team", replicas=0, min_member=1, min_resources={"nvidia.com/gpu": 1}, created=2),
+        ],
+    )
+    decisions = cluster.schedule(conf("enqueue, allocate", "priority, gang", "predicates, capacity"))
+    assert phase_of(decisions, "default/first") is INQUEUE
+    assert pending_reason(decisions, "default/first") == "gang: 0/2 pods exist (minMember 2)"
+    assert phase_of(decisions, "default/second") is PodGroupPhase.PENDING
+    assert "capability" in pending_reason(decisions, "default/second")
