@@ -32,6 +32,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, fields
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from tidegate.model.objects import PluginOption
@@ -94,7 +95,7 @@ class Plugin:
     name: ClassVar[str] = "plugin"
     #: The switches its tier entry sets (`PluginOption.switches`), for a plugin whose behaviour one changes
     #: beyond dropping an extension point (Volcano's enableHierarchy); set by `PluginRegistry.create`.
-    switches: Mapping[str, bool] = {}
+    switches: Mapping[str, bool] = MappingProxyType({})
     #: The extension points it registers stay valid across the cycles of a long-lived session while the
     #: node table is the same: `Session.reopen` then keeps every registration and calls `on_cycle_open`
     #: on each plugin, when every plugin of the session says so (otherwise each registers afresh).
