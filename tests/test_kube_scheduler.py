@@ -749,3 +749,21 @@ def test_a_podgroup_without_pods_is_left_alone_when_another_scheduler_has_its_po
     api = FakeApi(CLUSTER + "---" + done + "---" + theirs)
     ClusterScheduler(api).step(0.0)
     assert api.statuses == [] and api.binds == []
+
+
+def test_a_podgroup_without_pods_neither_bursts_nor_counts_as_pending_until_its_pods_come() -> None:
+    """Overflow gives the cloud toleration to a group's pods: one with none yet stays home (its pods would
+    come without it), and it waits for its job controller, not for nodes, so the HPA's metric leaves it out."""
+    burst_queue = "\napiVersion: scheduling.volcano.sh/v1beta1\nkind: Queue\nmetadata: {name: burst-cloud}\nspec: {}\n"
+    created = "creationTimestamp: '1970-01-01T00:00:00Z'"
+    full = pod("theirs", 4, scheduler="default-scheduler", node="idc-0")  # the IDC node is full
+    early = group("early", 1).replace("namespace: default", f"namespace: default, {created}")
+    api = FakeApi(CLUSTER + "---" + burst_queue + "---" + full + "---" + early)
+    scheduler = ClusterScheduler(api, burst=Burst("burst-cloud", after_seconds=0))
+    scheduler.step(700.0)
+    assert scheduler.overflowed == {} and api._find("PodGroup", "early")["spec"]["queue"] == "default"
+    assert scheduler.pending_seconds(700.0)["default"] == 0.0
+    api.add(pod("early-0", 2, "early"))
+    scheduler.step(701.0)
+    assert scheduler.overflowed == {"default/early": "default"}
+    assert api._find("Pod", "early-0")["spec"]["tolerations"] == [{"key": "cloud.provider", "operator": "Exists"}]

@@ -188,7 +188,8 @@ class ClusterScheduler:
         (through a Prometheus adapter)."""
         own: dict[str, float] = {}
         for job in self.core.waiting.values() if self.core is not None else ():
-            if not any(pinned_to_idc(task.pod) for task in job.tasks):
+            # A PodGroup with no pod yet waits for its job controller, not for nodes.
+            if job.tasks and not any(pinned_to_idc(task.pod) for task in job.tasks):
                 own[job.group.queue] = own.get(job.group.queue, 0.0) + max(now - job.group.created, 0.0)
         return QueueTree(self._queues.values()).totals(own)
 
@@ -328,6 +329,8 @@ class ClusterScheduler:
             declared = key in self._declared
             if key in self.overflowed or not (declared or key in self._bare):
                 continue  # moved already, or gone meanwhile
+            if not job.tasks:
+                continue  # no pod yet to take the cloud toleration: it waits for its job controller first
             pods = [task.pod for task in job.tasks]
             target = core.ssn.queues.get(burst.queue)
             if target is None or core.ssn.namespace_refusal(target, job.group.namespace):
