@@ -329,8 +329,6 @@ class ClusterScheduler:
             declared = key in self._declared
             if key in self.overflowed or not (declared or key in self._bare):
                 continue  # moved already, or gone meanwhile
-            if not job.tasks:
-                continue  # no pod yet to take the cloud toleration: it waits for its job controller first
             pods = [task.pod for task in job.tasks]
             target = core.ssn.queues.get(burst.queue)
             if target is None or core.ssn.namespace_refusal(target, job.group.namespace):
