@@ -51,7 +51,7 @@ spec:
 """
 
 
-# -- 3. a job's priority is its PodGroup's ---------------------------------------------------------------
+# -- a job's priority is its PodGroup's ---------------------------------------------------------------
 def test_a_job_s_priority_is_its_podgroup_s_class_not_its_pods_highest() -> None:
     """Volcano's job priority is the PodGroup's priorityClassName (the vcjob's), whatever its pods ask: a
     batch job whose task template names the urgent class still waits behind an urgent job."""
@@ -77,7 +77,7 @@ def test_a_job_does_not_preempt_with_its_pods_priority() -> None:
     assert evicted(decisions) == ["default/running-0"] and pipelined(decisions) == {"default/climber-0": "n0"}
 
 
-# -- 4. victims in Volcano's order ------------------------------------------------------------------------
+# -- victims in Volcano's order ------------------------------------------------------------------------
 GPU = {"nvidia.com/gpu": 1}
 PREEMPT_DRF = conf("enqueue, allocate, preempt", "priority, gang", "drf, predicates, proportion, nodeorder")
 RECLAIM = conf("enqueue, allocate, reclaim", "priority, gang", "predicates, capacity, nodeorder")
@@ -156,7 +156,7 @@ def test_hierarchical_capacity_takes_victims_from_the_nearest_queues_first() -> 
     assert evicted(decisions) == ["default/ys-1"] and pipelined(decisions) == {"default/owner-0": "n0"}
 
 
-# -- 2. capacity reclaims only what the reclaimer asks for ------------------------------------------------
+# -- capacity reclaims only what the reclaimer asks for ------------------------------------------------
 def test_capacity_reclaim_leaves_victims_that_hold_nothing_the_reclaimer_asks_for() -> None:
     """Volcano's capacity skips a reclaimee with no resource in common with the reclaimer (pod slots aside):
     a CPU-only pod frees no GPU, so it stays, even though it comes first in victim order (the newest)."""
@@ -174,7 +174,7 @@ def test_capacity_reclaim_leaves_victims_that_hold_nothing_the_reclaimer_asks_fo
     assert evicted(decisions) == ["default/trainer-0"] and pipelined(decisions) == {"default/owner-0": "n0"}
 
 
-# -- 5. volcano.sh/preemptable ----------------------------------------------------------------------------
+# -- volcano.sh/preemptable ----------------------------------------------------------------------------
 def _pod_doc(name: str, metadata: str = "", spec: str = "", gpus: int = 1) -> str:
     return f"""
 ---
@@ -275,7 +275,7 @@ def test_reclaim_never_evicts_a_pod_marked_not_preemptable() -> None:
     assert evicted(none) == [] and pipelined(none) == {}
 
 
-# -- 6. preemptionPolicy: Never ---------------------------------------------------------------------------
+# -- preemptionPolicy: Never ---------------------------------------------------------------------------
 NEVER_CLASS = """
 ---
 apiVersion: scheduling.k8s.io/v1
@@ -387,7 +387,7 @@ def test_a_vcjob_template_clashing_with_its_class_is_one_error_naming_the_templa
     assert error.field == "spec.tasks[0].template.spec.preemptionPolicy"
 
 
-# -- 1. a PodGroup is admitted before its pods exist ------------------------------------------------------
+# -- a PodGroup is admitted before its pods exist ------------------------------------------------------
 def test_a_podgroup_with_no_pods_yet_is_admitted_on_its_min_resources() -> None:
     """Volcano's enqueue never asks JobValid: a PodGroup whose pods do not exist yet goes Inqueue when its
     queue has room for its minResources (the job controller then creates the pods), and its minResources
