@@ -7,7 +7,7 @@ memory, as kube-scheduler's LeastAllocated), take the best and update that node.
 minMember > 1) is all-or-nothing: when one of its pods does not fit, the gang's placements are rolled
 back. Whole GPUs are counted as the `nvidia.com/gpu` resource.
 
-Jobs go in priority order (highest first), then by creation time and name; pods likewise.
+Jobs go in their PodGroups' priority order (highest first), then by creation time and name; pods in their own.
 """
 
 from __future__ import annotations
@@ -91,8 +91,7 @@ class BaselineScheduler:
         for pod in pods:
             if not pod.node_name:
                 by_group.setdefault((pod.namespace, pod.group), []).append(pod)
-        priority = {key: max(p.priority for p in members) for key, members in by_group.items()}
-        order = sorted(groups, key=lambda g: (-priority.get((g.namespace, g.name), 0), g.created, g.key))
+        order = sorted(groups, key=lambda g: (-g.priority, g.created, g.key))
         out: list[Placement] = []
         for group in order:
             members = sorted(

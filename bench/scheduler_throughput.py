@@ -150,6 +150,7 @@ def build_jobs(jobs: int, gang: int, seed: int = 2) -> tuple[list[PodGroup], lis
                 name=name,
                 queue=queues[j % len(queues)],
                 min_member=gang,
+                priority=priority,
                 phase=PodGroupPhase.INQUEUE,
                 created=created,
             )

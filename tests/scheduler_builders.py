@@ -185,7 +185,9 @@ def job(
 ) -> Job:
     """A gang of `replicas` identical pods named name-0, name-1, ... (minMember defaults to replicas).
 
-    running_on lists the nodes of the first pods, which are then Running there (with gpu_indices).
+    The PodGroup and its pods share the priority (class), as a vcjob's do when its templates name none:
+    the group's is the job's priority, the pods' their tasks'. running_on lists the nodes of the first
+    pods, which are then Running there (with gpu_indices).
     """
     request = requests if isinstance(requests, Resources) else res(requests)
     group = PodGroup(
@@ -195,6 +197,7 @@ def job(
         min_member=replicas if min_member is None else min_member,
         min_resources=res(min_resources),
         priority_class_name=priority_class,
+        priority=priority,
         phase=phase,
         created=created,
     )
@@ -223,8 +226,11 @@ def job(
 
 
 def resolve_priorities(jobs: Iterable[Job], classes: Mapping[str, int]) -> None:
-    """Resolve PriorityClass names onto pod.priority, as the API server's admission plugin does."""
+    """Resolve PriorityClass names onto pod.priority, as the API server's admission plugin does, and onto
+    the PodGroup's priority, as Volcano's scheduler cache does."""
     for j in jobs:
+        if j.group.priority_class_name:
+            j.group.priority = classes[j.group.priority_class_name]
         for pod in j.pods:
             if pod.priority_class_name:
                 pod.priority = classes[pod.priority_class_name]

@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from functools import partial
@@ -401,3 +402,39 @@ def test_tidegate_kube_rides_out_an_api_server_that_stops_and_comes_back(tmp_pat
     waits = [float(line.rsplit("trying again in ", 1)[1].split()[0]) for line in failed]
     assert waits[:3] == [1.0, 2.0, 4.0] and waits == sorted(waits), text  # doubling, while they fail
     assert all("unreachable" in line or "broke" in line for line in failed), text
+
+
+def test_a_vcjob_s_pods_made_only_once_its_podgroup_is_inqueue_are_bound(
+    api: KubeApi, cluster: tuple[client.CoreV1Api, Any, str]
+) -> None:
+    """The way Volcano's job controller works: it creates the PodGroup, waits for the scheduler to put it
+    Inqueue, and only then creates the job's pods. The scheduler runs its loop meanwhile, as `tidegate kube`."""
+    core, custom, namespace = cluster
+    scheduler = ClusterScheduler(api)
+    stop, failures = threading.Event(), []
+
+    def loop() -> None:
+        while not stop.is_set():
+            try:
+                scheduler.step(time.time())
+            except Exception as exc:  # reported by the test
+                failures.append(exc)
+            stop.wait(0.2)
+
+    runner = threading.Thread(target=loop, daemon=True)
+    runner.start()
+    try:
+        spec = {"minMember": 2, "queue": "default", "minResources": {"cpu": "2", "nvidia.com/gpu": "4"}}
+        group = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "PodGroup", "metadata": {"name": "train"}, "spec": spec}
+        custom.create_namespaced_custom_object(GROUP, VERSION, namespace, "podgroups", group)
+        assert eventually(lambda: _status(custom, namespace, "train").get("phase") == "Inqueue"), failures
+        assert _placed(core, namespace) == {}  # no pod exists until the group is admitted
+        for i in range(2):  # the job controller's turn
+            _pod(core, namespace, f"train-{i}", 2, {"scheduling.k8s.io/group-name": "train"})
+        assert eventually(lambda: all(node for node, _ in _placed(core, namespace).values())), failures
+        assert _placed(core, namespace) == {"train-0": ("idc-0", "0,1"), "train-1": ("idc-0", "2,3")}
+        assert eventually(lambda: _status(custom, namespace, "train").get("phase") == "Running"), failures
+    finally:
+        stop.set()
+        runner.join(10)
+    assert failures == []

@@ -725,3 +725,45 @@ spec: {weight: 1}
     api.add(CLUSTER.split("---")[0])  # a GPU node joins
     scheduler.step(1.0)
     assert api.binds == [("w0", "idc-0", "0,1")]
+
+
+def test_a_podgroup_is_admitted_before_its_pods_exist_as_volcano_s_job_controller_needs() -> None:
+    """Volcano's job controller creates a vcjob's pods only once its PodGroup is Inqueue: the scheduler admits
+    a PodGroup with no pod yet on its minResources, then binds the pods once they come."""
+    vcjob_group = group("train", 2).replace("queue: default}", 'queue: default, minResources: {nvidia.com/gpu: "4"}}')
+    api = FakeApi(CLUSTER + "---" + vcjob_group)
+    scheduler = ClusterScheduler(api)
+    scheduler.step(0.0)
+    ((name, phase, message),) = api.statuses
+    assert (name, phase) == ("train", "Inqueue") and message == "gang: 0/2 pods exist (minMember 2)"
+    assert api._find("PodGroup", "train")["status"]["phase"] == "Inqueue"
+    api.add(pod("train-0", 2, "train") + "---" + pod("train-1", 2, "train"))  # the job controller's turn
+    scheduler.step(1.0)
+    assert sorted(api.binds) == [("train-0", "idc-0", "0,1"), ("train-1", "idc-0", "2,3")]
+    assert api.statuses[-1] == ("train", "Running", "")
+
+
+def test_a_podgroup_without_pods_is_left_alone_when_another_scheduler_has_its_pods_or_it_has_run() -> None:
+    done = group("done", 1).replace("phase: Pending", "phase: Completed")
+    theirs = group("theirs", 1) + "---" + pod("theirs-0", 1, "theirs", scheduler="default-scheduler")
+    api = FakeApi(CLUSTER + "---" + done + "---" + theirs)
+    ClusterScheduler(api).step(0.0)
+    assert api.statuses == [] and api.binds == []
+
+
+def test_a_podgroup_without_pods_neither_bursts_nor_counts_as_pending_until_its_pods_come() -> None:
+    """Overflow gives the cloud toleration to a group's pods: one with none yet stays home (its pods would
+    come without it), and it waits for its job controller, not for nodes, so the HPA's metric leaves it out."""
+    burst_queue = "\napiVersion: scheduling.volcano.sh/v1beta1\nkind: Queue\nmetadata: {name: burst-cloud}\nspec: {}\n"
+    created = "creationTimestamp: '1970-01-01T00:00:00Z'"
+    full = pod("theirs", 4, scheduler="default-scheduler", node="idc-0")  # the IDC node is full
+    early = group("early", 1).replace("namespace: default", f"namespace: default, {created}")
+    api = FakeApi(CLUSTER + "---" + burst_queue + "---" + full + "---" + early)
+    scheduler = ClusterScheduler(api, burst=Burst("burst-cloud", after_seconds=0))
+    scheduler.step(700.0)
+    assert scheduler.overflowed == {} and api._find("PodGroup", "early")["spec"]["queue"] == "default"
+    assert scheduler.pending_seconds(700.0)["default"] == 0.0
+    api.add(pod("early-0", 2, "early"))
+    scheduler.step(701.0)
+    assert scheduler.overflowed == {"default/early": "default"}
+    assert api._find("Pod", "early-0")["spec"]["tolerations"] == [{"key": "cloud.provider", "operator": "Exists"}]

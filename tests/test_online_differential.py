@@ -2,9 +2,10 @@
 after cycle, under random histories (hypothesis): nodes joining (some tainted as cloud nodes), leaving,
 cordoned and squeezed (another scheduler's pods taking CPU, as `tidegate kube` sees them); gangs arriving
 pending or already running on a node (as a restarted control plane hands them over; whole GPUs or GPU
-slices, tolerating the cloud or pinned to a rack); gangs finishing; queues re-weighted and capped; in any
-order between cycles. `SnapshotCore` is the reference: the pure scheduler over a snapshot rebuilt from
-scratch every cycle.
+slices, tolerating the cloud or pinned to a rack, now and then never to be evicted or never preempting);
+gangs finishing; queues re-weighted and capped; in any order between cycles; with plain configurations and
+one whose tier entries switch some plugins' extension points off. `SnapshotCore` is the reference: the
+pure scheduler over a snapshot rebuilt from scratch every cycle.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from hypothesis import HealthCheck, event, example, given, settings, target
 from hypothesis import strategies as st
 from scheduler_builders import CLOUD_TAINT, PROPORTION, TOLERATE_CLOUD, conf, job, node, queue, res
 
-from tidegate.model.objects import PodGroup, PodGroupPhase, SchedulerConfiguration
+from tidegate.model.objects import PodGroup, PodGroupPhase, PreemptionPolicy, SchedulerConfiguration, Tier
 from tidegate.model.resources import Resources
 from tidegate.scheduler.online import OnlineScheduler
 from tidegate.sim.core import SnapshotCore
@@ -47,11 +48,24 @@ FILL_THEN_RECLAIM = [
     ("cycle",),
     ("cycle",),
 ]
+SWITCHES = {
+    "priority": {"enableTaskOrder": False},
+    "drf": {"enableJobOrder": False, "enablePreemptable": False},
+    "binpack": {"enableNodeOrder": False},
+}
 #: Queues a and b under a parent capped at 24 GPUs, shared by the capacity plugin, reclaiming.
 HIERARCHY = conf(
     "enqueue, allocate, reclaim, backfill",
     "priority, gang",
     "drf, predicates, capacity, nodeorder, binpack, gpushare",
+)
+#: RECLAIMING with some plugins' extension points switched off in their tier entries (enableJobOrder ...).
+SWITCHED = dataclasses.replace(
+    RECLAIMING,
+    tiers=tuple(
+        Tier(tuple(dataclasses.replace(option, switches=SWITCHES.get(option.name, {})) for option in tier.plugins))
+        for tier in RECLAIMING.tiers
+    ),
 )
 gang = st.tuples(
     st.just("gang"),
@@ -60,6 +74,8 @@ gang = st.tuples(
     st.sampled_from([1, 2, 4, 8, "slice"]),
     st.sampled_from([0, 10]),
     st.sampled_from(["", "tolerates-cloud", "rack-r1"]),
+    # now and then pods never evicted (volcano.sh/preemptable: false) or never preempting (Never)
+    st.sampled_from(["", "", "", "not-preemptable", "never"]),
 )
 cycle = st.tuples(st.just("cycle"))
 operation = st.one_of(  # gangs and cycles three times as often as the rest: clusters fill up, queues compete
@@ -127,7 +143,7 @@ class Twins:
         elif kind == "cordon" and self.nodes:
             self.both("set_schedulable", self.nodes[op[1] % len(self.nodes)], op[2])
         elif kind == "gang":
-            _, queue_name, replicas, gpus, priority, placement = op
+            _, queue_name, replicas, gpus, priority, placement, *marks = op
             self.made += 1
             ask = {"cpu": 1, "volcano.sh/gpu-memory": 10_240} if gpus == "slice" else {"cpu": 1, "nvidia.com/gpu": gpus}
             gang = job(
@@ -140,6 +156,9 @@ class Twins:
                 tolerations=[TOLERATE_CLOUD] if placement == "tolerates-cloud" else [],
                 node_selector={"rack": "r1"} if placement == "rack-r1" else None,
             )
+            for pod in gang.pods:
+                pod.preemptable = "not-preemptable" not in marks
+                pod.preemption_policy = PreemptionPolicy.NEVER if "never" in marks else pod.preemption_policy
             self.both("add_group", gang.group, gang.pods)
             self.groups[gang.group.key] = []
             self.arrived[gang.group.key] = (gang.group, gang.pods)
@@ -204,8 +223,8 @@ class Twins:
 
 @pytest.mark.parametrize(
     ("config", "tree"),
-    [(PROPORTION, False), (RECLAIMING, False), (HIERARCHY, True)],
-    ids=["allocate", "reclaim-preempt", "capacity-hierarchy"],
+    [(PROPORTION, False), (RECLAIMING, False), (HIERARCHY, True), (SWITCHED, False)],
+    ids=["allocate", "reclaim-preempt", "capacity-hierarchy", "switched"],
 )
 @settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(operation, min_size=1, max_size=40))

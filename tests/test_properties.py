@@ -11,7 +11,9 @@ the Decisions to a copy of the state and checks what must always hold:
 - gangs all-or-nothing: a job with new binds, and a job that lost pods, has at least minMember pods;
 - nodeSelector, required node affinity and NoSchedule/NoExecute taints hold for every bound pod;
 - reclaim never takes a queue below its guarantee; preempt stays inside a queue and below the preemptor's
-  priority; reclaim only takes from other, reclaimable queues;
+  (PodGroup's) priority; reclaim only takes from other, reclaimable queues; neither evicts a pod marked
+  volcano.sh/preemptable: false (or of a PodGroup so marked), nor evicts or pipelines for a pod whose
+  preemptionPolicy is Never;
 - a pipelined pod really fits its node once its victims leave (resources and a GPU card);
 - the same snapshot gives the same Decisions.
 
@@ -39,6 +41,7 @@ from tidegate.model.objects import (
     PodGroup,
     PodGroupPhase,
     PodPhase,
+    PreemptionPolicy,
     Queue,
     SchedulerConfiguration,
     TaintEffect,
@@ -146,12 +149,14 @@ class Scenario:
             )
         for g in self.snapshot.groups:
             lines.append(
-                f"group {g.name} queue={g.queue} min={g.min_member} minres={g.min_resources!r} {g.phase.value}"
+                f"group {g.name} queue={g.queue} min={g.min_member} minres={g.min_resources!r} prio={g.priority} "
+                f"preemptable={g.preemptable} {g.phase.value}"
             )
         for p in self.snapshot.pods:
             where = f"on {p.node_name} cards={p.gpu_indices}" if p.node_name else p.phase.value
             lines.append(
-                f"  pod {p.name} {p.requests!r} prio={p.priority} sel={p.node_selector} aff={p.affinity} "
+                f"  pod {p.name} {p.requests!r} prio={p.priority} preemptable={p.preemptable} "
+                f"policy={p.preemption_policy.value} sel={p.node_selector} aff={p.affinity} "
                 f"tol={[(t.key, t.operator, t.value, t.effect) for t in p.tolerations]} {where}"
             )
         return "\n".join(lines)
@@ -292,6 +297,14 @@ def scenarios(draw: st.DrawFn, quota: str | None = None, pressure: bool = False)
         min_member = 1 if pressure and not old else draw(st.integers(1, replicas))
         queue = draw(st.sampled_from([*leaves, *leaves, "default", *(["org"] if hierarchical else [])]))
         priority = draw(st.sampled_from([0, 10] if old else [0, 10, 100, 100]))
+        # The pods' own priority (their task's) is mostly the job's; now and then another, which must not
+        # change the job's (Volcano's job priority is its PodGroup's).
+        pod_priority = draw(st.sampled_from([priority, priority, priority, 0, 1000]))
+        # Now and then pods that may never be evicted (volcano.sh/preemptable: false on them or their
+        # PodGroup) and pods that never preempt (preemptionPolicy: Never).
+        pods_preemptable = draw(st.sampled_from([True, True, True, False]))
+        group_preemptable = draw(st.sampled_from([None, None, None, True, False]))
+        policy = draw(st.sampled_from([PreemptionPolicy.PREEMPT_LOWER_PRIORITY] * 3 + [PreemptionPolicy.NEVER]))
         min_resources = draw(st.sampled_from([Resources(), Resources(), requests.scaled(min_member)]))
         selector = {} if contended else draw(st.sampled_from([{}, {}, {}, {"zone": "a"}]))
         affinity = draw(st.sampled_from(AFFINITIES[:3] if contended else AFFINITIES))
@@ -307,7 +320,9 @@ def scenarios(draw: st.DrawFn, quota: str | None = None, pressure: bool = False)
                 node_selector=dict(selector),
                 affinity=affinity,
                 tolerations=tolerations,
-                priority=priority,
+                priority=pod_priority,
+                preemptable=pods_preemptable,
+                preemption_policy=policy,
                 group=name,
                 created=float(j),
             )
@@ -327,7 +342,9 @@ def scenarios(draw: st.DrawFn, quota: str | None = None, pressure: bool = False)
                 queue=queue,
                 min_member=min_member,
                 min_resources=min_resources,
+                priority=priority,
                 phase=phase,
+                preemptable=group_preemptable,
                 created=float(j),
             )
         )
@@ -537,19 +554,20 @@ def check_pipelined_fit(o: Outcome) -> None:
                 ), f"pipelined {pod.key}: no card on {name} can take its slice"
 
 
+NEVER = PreemptionPolicy.NEVER
 PREEMPTED = re.compile(r"preempted by (?P<job>\S+) \(higher priority in queue (?P<queue>\S+)\)")
 RECLAIMED = re.compile(r"reclaimed by queue (?P<queue>\S+) for (?P<job>\S+)")
 
 
 def check_evictions(o: Outcome) -> None:
-    """Preempt stays in the queue and takes only lower-priority jobs; reclaim takes only from other,
-    reclaimable queues and never below their guarantee."""
-    job_priority: Counter[str] = Counter()
-    for pod in o.snapshot.pods:
-        job_priority[pod.group] = max(job_priority[pod.group], pod.priority)
+    """Preempt stays in the queue and takes only lower-priority jobs (by their PodGroups' priority, whatever
+    their pods' own); reclaim takes only from other, reclaimable queues and never below their guarantee."""
+    job_priority = {group.name: group.priority for group in o.snapshot.groups}
     reclaimed_queues = set()
     for key, evict in o.evicted.items():
         victim = o.pods[key]
+        assert victim.preemptable, f"{key} is marked volcano.sh/preemptable: false, yet evicted"
+        assert o.group_of(victim).preemptable is not False, f"{key}'s PodGroup is marked not preemptable"
         if m := PREEMPTED.fullmatch(evict.reason):
             preemptor = o.groups[m["job"]]
             assert o.queue_of(victim) == preemptor.queue == m["queue"], f"{key} preempted across queues"
@@ -560,6 +578,13 @@ def check_evictions(o: Outcome) -> None:
             reclaimed_queues.add(o.queue_of(victim))
         else:
             raise AssertionError(f"unexplained eviction {evict}")
+        evictor = m["job"].rpartition("/")[2]
+        waiting = [p for p in o.snapshot.pods if p.group == evictor and not p.node_name and p.phase is PodPhase.PENDING]
+        assert any(p.preemption_policy is not NEVER for p in waiting), (
+            f"{key} evicted for {evictor}, whose pods never preempt"
+        )
+    for key in o.pipelined:  # only preempt and reclaim pipeline a pod, for the room they free
+        assert o.pods[key].preemption_policy is not NEVER, f"{key} never preempts, yet was pipelined"
     # Allocation after the cycle: running minus evicted, plus new binds and pipelined pods.
     final: dict[str, Counter[str]] = defaultdict(Counter)
     for pod in o.snapshot.pods:

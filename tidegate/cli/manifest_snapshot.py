@@ -24,7 +24,8 @@ def prepare(ms: ManifestSet, now: float = 0.0) -> Prepared:
     """Validate, expand vcjobs into PodGroups and pods, and pick the scheduler configuration."""
     errors = [*ms.errors, *admission_errors(ms)]
     workload = workload_from(ms)
-    errors.extend(workload.errors)
+    # A vcjob's templates are resolved by the loader and again when expanded: the same problem once.
+    errors = list(dict.fromkeys([*errors, *workload.errors]))
     pods = [pod for group in workload.groups for pod in workload.pods_by_group.get(group.key, [])]
     config = ms.configurations[0] if ms.configurations else SchedulerConfiguration()
     warnings = list(dict.fromkeys([*ms.warnings, *workload.warnings]))

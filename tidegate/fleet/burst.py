@@ -24,9 +24,12 @@ class Burst:
     after_seconds: float = 600.0
 
     def moves(self, queue: str, pods: Sequence[Pod], waited: float, reason: str) -> bool:
-        """Whether a waiting job in `queue` with these pods moves to the burst queue now."""
-        if queue == self.queue or any(pinned_to_idc(pod) for pod in pods) or any(pod.node_name for pod in pods):
-            return False  # already there, pinned, or part of its gang runs (evicted pods being replaced)
+        """Whether a waiting job in `queue` with these pods moves to the burst queue now (not one with no pod
+        yet: moving gives its pods the cloud toleration, and those to come would lack it)."""
+        if not pods or queue == self.queue or any(pinned_to_idc(pod) for pod in pods):
+            return False  # no pod yet, already there, or pinned
+        if any(pod.node_name for pod in pods):
+            return False  # part of its gang runs (evicted pods being replaced)
         return waited >= self.after_seconds or AT_CAPABILITY in reason
 
 

@@ -48,6 +48,8 @@ T = TypeVar("T")
 #: Writes (bindings, PodGroup status, evictions) in flight at once, as Volcano binds in goroutines.
 WRITERS = 8
 FINISHED = (PodPhase.SUCCEEDED, PodPhase.FAILED)
+#: Phases in which a PodGroup with no pod yet is handed to the scheduler (to be admitted, or to stay so).
+WAITING_PHASES = (PodGroupPhase.PENDING, PodGroupPhase.INQUEUE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,7 +82,7 @@ def _expand(read: tuple[PodGroup | None, tuple[Pod, ...]], classes: Sequence[Pri
 
 def _seen(group: PodGroup, pods: Sequence[Pod]) -> _Seen:
     return _Seen(
-        (group.queue, group.min_member, group.min_resources, group.priority, group.affinity),
+        (group.queue, group.min_member, group.min_resources, group.priority, group.affinity, group.preemptable),
         tuple(
             (
                 p.key,
@@ -92,6 +94,8 @@ def _seen(group: PodGroup, pods: Sequence[Pod]) -> _Seen:
                 p.gpu_indices,
                 p.tolerations,
                 p.priority,
+                p.preemptable,
+                p.preemption_policy,
                 tuple(sorted(p.node_selector.items())),
                 p.affinity,
             )
@@ -184,7 +188,8 @@ class ClusterScheduler:
         (through a Prometheus adapter)."""
         own: dict[str, float] = {}
         for job in self.core.waiting.values() if self.core is not None else ():
-            if not any(pinned_to_idc(task.pod) for task in job.tasks):
+            # A PodGroup with no pod yet waits for its job controller, not for nodes.
+            if job.tasks and not any(pinned_to_idc(task.pod) for task in job.tasks):
                 own[job.group.queue] = own.get(job.group.queue, 0.0) + max(now - job.group.created, 0.0)
         return QueueTree(self._queues.values()).totals(own)
 
@@ -241,6 +246,13 @@ class ClusterScheduler:
             members.setdefault(key, []).append(pod)
             if not pod.group:
                 self._bare.add(key)
+        # A PodGroup with no pod yet is ours to admit, as Volcano's scheduler takes every PodGroup: its job
+        # controller creates a vcjob's pods only once the group is Inqueue. One whose pods are another
+        # scheduler's is that scheduler's, and one Running or done with its pods gone is left as it is.
+        theirs = {group_key(pod) for pod in others if pod.group}
+        for key, declared_group in declared.items():
+            if key not in members and key not in theirs and declared_group.phase in WAITING_PHASES:
+                members[key] = []
         self.overflowed = {
             key: home for key, home in self.overflowed.items() if key in self._declared or key in self._bare
         }
@@ -300,10 +312,9 @@ class ClusterScheduler:
     def _changed(self, group: PodGroup, pods: list[Pod], queues: Mapping[str, Queue], groups: dict[str, _Seen]) -> bool:
         """Whether the group must be handed to the scheduler (again): it is new or changed. A group whose queue
         does not exist waits, and says so."""
-        if pods and group.queue not in queues:  # it waits for its queue, and says so
+        if group.queue not in queues:  # it waits for its queue, and says so
             self._queueless[group.key] = f"queue {group.queue} does not exist"
             self._queueless_pods[group.key] = [(pod.key, _uid(pod)) for pod in pods if not pod.node_name]
-        if not pods or group.queue not in queues:
             return False
         seen = _seen(group, pods)
         groups[group.key] = seen

@@ -18,10 +18,17 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from tidegate.model.errors import FieldError, ManifestError, ManifestErrors
-from tidegate.model.manifests import QUEUE_NAME_ANNOTATION, ManifestSet, resolve_priority
+from tidegate.model.manifests import (
+    QUEUE_NAME_ANNOTATION,
+    ManifestSet,
+    class_of,
+    preemption_policy,
+    resolve_priority,
+)
 from tidegate.model.objects import (
     DEFAULT_QUEUE,
     GROUP_NAME_ANNOTATIONS,
+    PREEMPTABLE_KEY,
     PRIORITY_ANNOTATION,
     TASK_SPEC_ANNOTATION,
     Job,
@@ -32,6 +39,7 @@ from tidegate.model.objects import (
     PodPhase,
     PriorityClass,
     TaskSpec,
+    preemptable_setting,
 )
 from tidegate.model.resources import EMPTY, Resources
 
@@ -133,15 +141,22 @@ def _task_min_available(task: TaskSpec) -> int:
 
 
 def _task_pods(job: Job, index: int, task: TaskSpec, classes: Mapping[str, PriorityClass]) -> list[Pod]:
-    """The replicas of one task, from its template, labelled and annotated as Volcano's controller does."""
+    """The replicas of one task, from its template, labelled and annotated as Volcano's controller does (the
+    job's volcano.sh/preemptable included), with the priority and preemptionPolicy the API server admits."""
     template = task.template
     class_name = template.priority_class_name or job.priority_class_name
     priority = _resolve(job, class_name, _template_priority_field(job, index, task), classes)
+    try:
+        policy = preemption_policy(template, f"spec.tasks[{index}].template.spec", class_of(class_name, classes))
+    except FieldError as exc:
+        raise ManifestErrors([ManifestError(job.source, "Job", job.name, exc.field, exc.message)]) from None
     common_labels = {JOB_NAME_KEY: job.name, JOB_NAMESPACE_KEY: job.namespace, QUEUE_NAME_KEY: job.queue}
+    job_labels = {PREEMPTABLE_KEY: job.labels[PREEMPTABLE_KEY]} if PREEMPTABLE_KEY in job.labels else {}
+    job_annotations = {PREEMPTABLE_KEY: job.annotations[PREEMPTABLE_KEY]} if PREEMPTABLE_KEY in job.annotations else {}
     pods = []
     for replica in range(max(task.replicas, 0)):
         name = f"{job.name}-{task.name}-{replica}"
-        labels = {**template.labels, **common_labels, TASK_SPEC_ANNOTATION: task.name}
+        labels = {**template.labels, **common_labels, TASK_SPEC_ANNOTATION: task.name, **job_labels}
         annotations = {
             **template.annotations,
             TASK_SPEC_ANNOTATION: task.name,
@@ -149,6 +164,7 @@ def _task_pods(job: Job, index: int, task: TaskSpec, classes: Mapping[str, Prior
             JOB_NAME_KEY: job.name,
             QUEUE_NAME_KEY: job.queue,
             TASK_INDEX_KEY: str(replica),
+            **job_annotations,
         }
         pod = replace(
             template,
@@ -158,6 +174,8 @@ def _task_pods(job: Job, index: int, task: TaskSpec, classes: Mapping[str, Prior
             annotations=annotations,
             priority=priority,
             priority_class_name=class_name,
+            preemption_policy=policy,
+            preemptable=preemptable_setting(annotations, labels)[0] is not False,
             node_selector=dict(template.node_selector),
             scheduler_name=template.scheduler_name or job.scheduler_name,
             node_name="",
@@ -232,6 +250,8 @@ def bare_pod_group(pod: Pod) -> tuple[PodGroup, Pod]:
         priority_class_name=pod.priority_class_name,
         priority=pod.priority,
         phase=_bare_group_phase(pod),
+        # Volcano's PodGroup controller copies the pod's volcano.sh/preemptable onto the group.
+        preemptable=preemptable_setting(pod.annotations, pod.labels)[0],
         created=pod.created,
         source=pod.source,
     )

@@ -46,6 +46,7 @@ from tidegate.model.objects import (
     GPU_MEMORY_ANNOTATION,
     GROUP_NAME_ANNOTATIONS,
     NAMESPACES_ANNOTATION,
+    PLUGIN_SWITCHES,
     PRIORITY_ANNOTATION,
     TASK_SPEC_ANNOTATION,
     Job,
@@ -61,6 +62,7 @@ from tidegate.model.objects import (
     PodGroup,
     PodGroupPhase,
     PodPhase,
+    PreemptionPolicy,
     PreferredSchedulingTerm,
     PriorityClass,
     Queue,
@@ -71,10 +73,12 @@ from tidegate.model.objects import (
     TaskSpec,
     Tier,
     Toleration,
+    preemptable_setting,
 )
 from tidegate.model.quantity import parse_quantity, scale_of, to_canonical
 from tidegate.model.resources import EMPTY, GPU_MEMORY, GPU_NUMBER, NVIDIA_GPU, Resources
 
+PREEMPT_LOWER_PRIORITY = PreemptionPolicy.PREEMPT_LOWER_PRIORITY
 #: The C loader is several times faster on large node lists; fall back to pure Python without libyaml.
 _SAFE_LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 #: Bound on each of the module's memo tables (scalar tags, canonical quantities).
@@ -248,6 +252,30 @@ def resolve_priority(
     raise FieldError("priorityClassName", f"PriorityClass {name!r} is not defined (built-in levels: {builtins})")
 
 
+def class_of(name: str, classes: Mapping[str, PriorityClass]) -> PriorityClass | None:
+    """The PriorityClass a pod with priorityClassName `name` is admitted under: that class, or for "" the
+    globalDefault one (as `resolve_priority` takes it); None when there is none (a built-in level)."""
+    if name:
+        return classes.get(name)
+    return next((pc for pc in classes.values() if pc.global_default), None)
+
+
+def preemption_policy(pod: Pod, spec_prefix: str, priority_class: PriorityClass | None) -> PreemptionPolicy:
+    """The pod's spec.preemptionPolicy as Kubernetes' Priority admission plugin sets it: the class's; one the
+    pod spec gives that differs from it is refused (FieldError); without a class, the pod's own."""
+    spec = pod.raw.get("spec")
+    written = spec.get("preemptionPolicy") if isinstance(spec, Mapping) else None
+    if priority_class is None:
+        return pod.preemption_policy
+    if written not in (None, "", priority_class.preemption_policy.value):
+        raise FieldError(
+            f"{spec_prefix}.preemptionPolicy",
+            f"{written!r} must not be given: PriorityClass {priority_class.name} gives "
+            f"{priority_class.preemption_policy.value} (Kubernetes refuses such a pod)",
+        )
+    return priority_class.preemption_policy
+
+
 def scheduler_conf_prefix(raw: Mapping[str, Any]) -> str:
     """Where a SchedulerConfiguration document keeps actions and tiers: "", "spec", "conf" or "spec.conf"."""
     spec = raw.get("spec")
@@ -298,6 +326,8 @@ class _PriorityRef:
     field: str
     class_name: str
     assign: Callable[[int], None] | None
+    #: Pods (and vcjob templates) of this class, with the path of their spec, whose preemptionPolicy follows it.
+    pods: tuple[tuple[Pod, str], ...] = ()
 
 
 class _Session:
@@ -401,6 +431,13 @@ class _Session:
             self.ms.warnings.extend(ManifestError(ref.source, ref.kind, ref.name, ref.field, w) for w in warnings)
             if ref.assign is not None:
                 ref.assign(value)
+            if ref.pods:
+                priority_class = class_of(ref.class_name, classes)
+                for pod, spec_prefix in ref.pods:
+                    try:
+                        pod.preemption_policy = preemption_policy(pod, spec_prefix, priority_class)
+                    except FieldError as exc:
+                        self.ms.errors.append(ManifestError(ref.source, ref.kind, ref.name, exc.field, exc.message))
         return self.ms
 
 
@@ -670,9 +707,17 @@ class _Reader:
             return default
         return self.read(lambda v, f: _as_choice(enum, v, f), value, _join(prefix, key), default)
 
-    def priority(self, field_: str, class_name: str, assign: Callable[[int], None] | None) -> None:
-        """Resolve `class_name` once all PriorityClasses are loaded and pass the value to `assign`."""
-        self.session.priority_refs.append(_PriorityRef(self.source, self.kind, self.name, field_, class_name, assign))
+    def priority(
+        self,
+        field_: str,
+        class_name: str,
+        assign: Callable[[int], None] | None,
+        pods: tuple[tuple[Pod, str], ...] = (),
+    ) -> None:
+        """Resolve `class_name` once all PriorityClasses are loaded and pass the value to `assign`; the `pods`
+        (each with its spec's path) take the class's preemptionPolicy, as Kubernetes' admission gives it."""
+        ref = _PriorityRef(self.source, self.kind, self.name, field_, class_name, assign, pods)
+        self.session.priority_refs.append(ref)
 
 
 # --- metadata ---------------------------------------------------------------------------------------
@@ -833,7 +878,7 @@ def _parse_pod(doc: dict[str, Any], r: _Reader) -> Pod:
         _as_gpu_indices, annotations.get(GPU_INDEX_ANNOTATION), f"metadata.annotations.{GPU_INDEX_ANNOTATION}", ()
     )
     pod.raw = doc
-    r.priority(_priority_field(spec, "spec"), pod.priority_class_name, _setter(pod))
+    r.priority(_priority_field(spec, "spec"), pod.priority_class_name, _setter(pod), ((pod, "spec"),))
     return pod
 
 
@@ -888,10 +933,34 @@ def _pod_from_spec(meta: _Meta, spec: Mapping[str, Any], prefix: str, r: _Reader
         affinity=_read_affinity(spec, prefix, r),
         tolerations=r.read(_as_tolerations, spec.get("tolerations"), f"{prefix}.tolerations", ()),
         priority_class_name=r.text(spec, prefix, "priorityClassName") or annotations.get(PRIORITY_ANNOTATION, ""),
+        preemption_policy=_given_preemption_policy(spec, prefix, r) or PREEMPT_LOWER_PRIORITY,
+        preemptable=_read_preemptable(meta, _metadata_prefix(prefix), r) is not False,
         scheduler_name=r.text(spec, prefix, "schedulerName") or scheduler,
         created=meta.created,
         source=r.source,
     )
+
+
+def _metadata_prefix(spec_prefix: str) -> str:
+    """Where the metadata next to a pod spec is: "" for a Pod, "<task>.template." for a vcjob's template."""
+    base = spec_prefix.removesuffix("spec").removesuffix(".")
+    return f"{base}." if base else ""
+
+
+def _given_preemption_policy(spec: Mapping[str, Any], prefix: str, r: _Reader) -> PreemptionPolicy | None:
+    """spec.preemptionPolicy as written (None when it is not)."""
+    if spec.get("preemptionPolicy") in (None, ""):
+        return None
+    return r.choice(spec, prefix, "preemptionPolicy", PreemptionPolicy, PREEMPT_LOWER_PRIORITY)
+
+
+def _read_preemptable(meta: _Meta, prefix: str, r: _Reader) -> bool | None:
+    """volcano.sh/preemptable on an object (None when not set); a value Volcano cannot read counts as false,
+    as it does, with a warning."""
+    value, bad = preemptable_setting(meta.annotations, meta.labels)
+    if bad:
+        r.warn(f"{prefix}{bad}", "not true or false (Go's ParseBool): read as false, as Volcano does")
+    return value
 
 
 def _as_pod_requests(spec: Mapping[str, Any], prefix: str) -> Resources:
@@ -1098,6 +1167,7 @@ def _parse_podgroup(doc: dict[str, Any], r: _Reader) -> PodGroup:
         priority_class_name=r.text(spec, "spec", "priorityClassName"),
         phase=r.choice(status, "status", "phase", PodGroupPhase, PodGroupPhase.PENDING),
         affinity=affinity,
+        preemptable=_read_preemptable(meta, "", r),
         created=meta.created,
         source=r.source,
         raw=doc,
@@ -1126,6 +1196,7 @@ def _parse_priority_class(doc: dict[str, Any], r: _Reader) -> PriorityClass:
         name=meta.name,
         value=value or 0,
         global_default=r.flag(doc, "", "globalDefault", False),
+        preemption_policy=r.choice(doc, "", "preemptionPolicy", PreemptionPolicy, PREEMPT_LOWER_PRIORITY),
         source=r.source,
         raw=doc,
     )
@@ -1146,6 +1217,7 @@ def _parse_job(doc: dict[str, Any], r: _Reader) -> Job:
         r.error("spec.tasks", f"{total:,} replicas in all: a Job has at most {MAX_JOB_PODS:,} pods")
         tasks = tuple(replace(task, replicas=0) for task in tasks)  # nothing to expand
     _inherit_priority_class(tasks, priority_class, r)
+    _read_preemptable(meta, "", r)  # its pods take it (expand.py); warned here when Volcano cannot read it
     return Job(
         name=meta.name,
         namespace=meta.namespace,
@@ -1157,6 +1229,8 @@ def _parse_job(doc: dict[str, Any], r: _Reader) -> Job:
         policies=r.read(_as_policies, spec.get("policies"), "spec.policies", ()),
         plugins=r.read(_as_job_plugins, spec.get("plugins"), "spec.plugins", {}),
         scheduler_name=scheduler,
+        labels=meta.labels,
+        annotations=meta.annotations,
         created=meta.created,
         source=r.source,
         raw=doc,
@@ -1177,17 +1251,19 @@ def _read_max_retry(spec: Mapping[str, Any], r: _Reader) -> int:
 
 
 def _inherit_priority_class(tasks: Sequence[TaskSpec], class_name: str, r: _Reader) -> None:
-    """Templates without a priority class take the job's, as Volcano's job controller does for its pods."""
-    inheriting = [task.template for task in tasks if not task.template.priority_class_name]
-    for template in inheriting:
+    """Templates without a priority class take the job's, as Volcano's job controller does for its pods (and
+    its preemptionPolicy, as the API server then admits them)."""
+    inheriting = [(i, task.template) for i, task in enumerate(tasks) if not task.template.priority_class_name]
+    for _, template in inheriting:
         template.priority_class_name = class_name
 
     def assign(value: int) -> None:
-        for template in inheriting:
+        for _, template in inheriting:
             template.priority = value
 
     if inheriting or class_name:
-        r.priority("spec.priorityClassName", class_name, assign)
+        pods = tuple((template, f"spec.tasks[{i}].template.spec") for i, template in inheriting)
+        r.priority("spec.priorityClassName", class_name, assign, pods)
 
 
 def _parse_task(value: Any, index: int, job: _Meta, scheduler: str, r: _Reader) -> TaskSpec:
@@ -1211,7 +1287,8 @@ def _parse_task(value: Any, index: int, job: _Meta, scheduler: str, r: _Reader) 
     pod = _pod_from_spec(meta, template_spec, spec_prefix, r, scheduler)
     pod.task, pod.group, pod.created, pod.raw = name, job.name, job.created, template
     if pod.priority_class_name:
-        r.priority(_priority_field(template_spec, spec_prefix), pod.priority_class_name, _setter(pod))
+        field_ = _priority_field(template_spec, spec_prefix)
+        r.priority(field_, pod.priority_class_name, _setter(pod), ((pod, spec_prefix),))
     if "replicas" not in task:
         r.warn(f"{prefix}.replicas", "not set: Volcano reads it as 0, so this task creates no pods")
     replicas = r.integer(task, prefix, "replicas", 0)
@@ -1308,9 +1385,35 @@ def _as_tiers(value: Any, field_: str) -> tuple[Tier, ...]:
             name = _as_str(data.get("name"), f"{path}[{j}].name")
             if not name:
                 raise FieldError(f"{path}[{j}].name", "is required")
-            plugins.append(PluginOption(name, _as_map(data.get("arguments"), f"{path}[{j}].arguments")))
+            arguments = _as_map(data.get("arguments"), f"{path}[{j}].arguments")
+            plugins.append(PluginOption(name, arguments, _as_switches(data, f"{path}[{j}]")))
         tiers.append(Tier(tuple(plugins)))
     return tuple(tiers)
+
+
+def _as_switches(data: Mapping[str, Any], field_: str) -> dict[str, bool]:
+    """A tier entry's switches (Volcano's PluginOption: enableJobOrder: false ...), each true or false; any
+    key besides name, arguments and the switches is an error (Volcano's YAML reader would drop it silently)."""
+    switches = {}
+    for key, value in data.items():
+        if key in ("name", "arguments"):
+            continue
+        if key not in PLUGIN_SWITCHES:
+            raise FieldError(f"{field_}.{key}", _unknown_switch(str(key)))
+        if not isinstance(value, bool):
+            raise FieldError(f"{field_}.{key}", f"expected true or false, got {_shown(value)}")
+        switches[key] = value
+    return switches
+
+
+def _unknown_switch(key: str) -> str:
+    """Why a key is not a plugin option, naming Volcano's spelling when it is one letter off (Volcano spells
+    some switches enable..., others enabled...)."""
+    other = key.replace("enabled", "enable", 1) if key.startswith("enabled") else key.replace("enable", "enabled", 1)
+    if other in PLUGIN_SWITCHES:
+        return f"unknown plugin option: Volcano spells it {other} (and ignores {key})"
+    known = ", ".join(PLUGIN_SWITCHES)
+    return f"unknown plugin option (a plugin takes name, arguments and Volcano's switches: {known})"
 
 
 #: Parsers by (API group, kind); the version was checked against kinds.GROUPS before.

@@ -24,6 +24,9 @@ GPU_INDEX_ANNOTATION = "volcano.sh/gpu-index"
 GPU_MEMORY_ANNOTATION = "volcano.sh/gpu-memory"
 PRIORITY_ANNOTATION = "volcano.sh/priority"
 GROUP_NAME_ANNOTATIONS = ("scheduling.k8s.io/group-name", "scheduling.volcano.sh/group-name")
+#: On a pod (annotation, else label): may it be preempted or reclaimed ("false": never). Volcano reads it on
+#: PodGroups too, and its job controller copies a vcjob's onto the job's pods.
+PREEMPTABLE_KEY = "volcano.sh/preemptable"
 TASK_SPEC_ANNOTATION = "volcano.sh/task-spec"
 #: On a Queue: the namespaces whose work it takes, comma-separated (absent: every namespace), as Kueue's
 #: ClusterQueue `namespaceSelector` says which namespaces may use it; a child queue takes only what its
@@ -147,6 +150,34 @@ class Node:
         return self.labels.get(NODE_TYPE_LABEL, "").startswith("cloud")
 
 
+class PreemptionPolicy(StrEnum):
+    """A pod's spec.preemptionPolicy (Kubernetes sets it from the pod's PriorityClass): Never pods wait for
+    room and preempt no one."""
+
+    PREEMPT_LOWER_PRIORITY = "PreemptLowerPriority"
+    NEVER = "Never"
+
+
+#: What Go's strconv.ParseBool reads, as Volcano reads volcano.sh/preemptable.
+_GO_BOOLS = {
+    **dict.fromkeys(("1", "t", "T", "TRUE", "true", "True"), True),
+    **dict.fromkeys(("0", "f", "F", "FALSE", "false", "False"), False),
+}
+
+
+def preemptable_setting(annotations: dict[str, str], labels: dict[str, str]) -> tuple[bool | None, str]:
+    """volcano.sh/preemptable as Volcano reads it (api.GetPodPreemptable, JobInfo.extractPreemptable): the
+    annotation if there is one, else the label; None when neither is set. A value Go's ParseBool does not
+    read counts as false; the second item then says where it was ("" otherwise)."""
+    for where, values in (("annotations", annotations), ("labels", labels)):
+        if PREEMPTABLE_KEY in values:
+            value = _GO_BOOLS.get(values[PREEMPTABLE_KEY])
+            if value is None:
+                return False, f"metadata.{where}.{PREEMPTABLE_KEY}"
+            return value, ""
+    return None, ""
+
+
 class PodPhase(StrEnum):
     PENDING = "Pending"
     RUNNING = "Running"
@@ -167,6 +198,11 @@ class Pod:
     tolerations: tuple[Toleration, ...] = ()
     priority: int = 0
     priority_class_name: str = ""
+    #: spec.preemptionPolicy as admitted: the PriorityClass's (the pod's own when no class applies).
+    preemption_policy: PreemptionPolicy = PreemptionPolicy.PREEMPT_LOWER_PRIORITY
+    #: volcano.sh/preemptable (`preemptable_setting`; unset means true): false, and no preempt or reclaim
+    #: evicts it.
+    preemptable: bool = True
     scheduler_name: str = "volcano"
     node_name: str = ""
     #: status.nominatedNodeName: the node a pipelined pod waits on while its victims leave.
@@ -212,6 +248,9 @@ class PodGroup:
     phase: PodGroupPhase = PodGroupPhase.PENDING
     #: Node affinity written on the PodGroup spec (a tidegate extension applied to the group's pods).
     affinity: NodeAffinity | None = None
+    #: volcano.sh/preemptable on the PodGroup (`preemptable_setting`), None when not set: set to false, none
+    #: of its pods is evicted (as Volcano's gang eviction actions read it).
+    preemptable: bool | None = None
     created: float = 0.0
     source: Source = NO_SOURCE
     raw: dict[str, Any] = field(default_factory=dict)
@@ -263,6 +302,8 @@ class PriorityClass:
     name: str
     value: int
     global_default: bool = False
+    #: What pods of this class get as spec.preemptionPolicy (Kubernetes' admission sets it).
+    preemption_policy: PreemptionPolicy = PreemptionPolicy.PREEMPT_LOWER_PRIORITY
     source: Source = NO_SOURCE
     raw: dict[str, Any] = field(default_factory=dict)
 
@@ -321,6 +362,8 @@ class Job:
     policies: tuple[LifecyclePolicy, ...] = ()
     plugins: dict[str, list[str]] = field(default_factory=dict)
     scheduler_name: str = "volcano"
+    labels: dict[str, str] = field(default_factory=dict)
+    annotations: dict[str, str] = field(default_factory=dict)
     created: float = 0.0
     source: Source = NO_SOURCE
     raw: dict[str, Any] = field(default_factory=dict)
@@ -334,10 +377,53 @@ class Job:
         return sum(task.replicas for task in self.tasks)
 
 
+#: The per-plugin switches of volcano-scheduler.conf, spelt as Volcano's PluginOption reads them
+#: (pkg/scheduler/conf/scheduler_conf.go: some are enable..., some enabled...). Absent means on, except
+#: enableHierarchy and enabledClusterOrder, which Volcano leaves off unless set (plugins.ApplyPluginConfDefaults).
+PLUGIN_SWITCHES = (
+    "enableJobOrder",
+    "enableHierarchy",
+    "enableJobReady",
+    "enableJobPipelined",
+    "enableTaskOrder",
+    "enablePreemptable",
+    "enableReclaimable",
+    "enablePreemptive",
+    "enableQueueOrder",
+    "enabledClusterOrder",
+    "enablePredicate",
+    "enableBestNode",
+    "enableNodeOrder",
+    "enableTargetJob",
+    "enableReservedNodes",
+    "enableJobEnqueued",
+    "enabledVictim",
+    "enableJobStarving",
+    "enabledOverused",
+    "enabledAllocatable",
+    "enabledHyperNodeOrder",
+    "enabledSubJobReady",
+    "enabledSubJobPipelined",
+    "enabledSubJobOrder",
+    "enabledHyperNodeGradient",
+)
+
+
 @dataclass(frozen=True, slots=True)
 class PluginOption:
     name: str
     arguments: dict[str, Any] = field(default_factory=dict)
+    #: The switches the tier entry sets (PLUGIN_SWITCHES), and to what; a switch not listed is at its default.
+    switches: dict[str, bool] = field(default_factory=dict)
+
+    def enabled(self, switch: str) -> bool:
+        """Volcano's reading of a switch: on unless set to false (enableHierarchy and enabledClusterOrder:
+        off unless set to true)."""
+        return self.switches.get(switch, switch not in SWITCHES_OFF_BY_DEFAULT)
+
+
+#: Switches Volcano's defaulting leaves unset, so that they read as off.
+SWITCHES_OFF_BY_DEFAULT = frozenset({"enableHierarchy", "enabledClusterOrder"})
 
 
 @dataclass(frozen=True, slots=True)

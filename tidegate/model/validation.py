@@ -472,12 +472,13 @@ def _configuration_errors(conf: SchedulerConfiguration) -> Iterator[ManifestErro
                 f"unknown action {action!r} (known: {', '.join(KNOWN_ACTIONS)})",
             )
     for i, tier in enumerate(conf.tiers):
+        names = {plugin.name for plugin in tier.plugins}
         for j, plugin in enumerate(tier.plugins):
+            path = f"{prefix}.tiers[{i}].plugins[{j}]" if prefix else f"tiers[{i}].plugins[{j}]"
             if plugin.name not in KNOWN_PLUGINS:
-                path = f"{prefix}.tiers[{i}].plugins[{j}].name" if prefix else f"tiers[{i}].plugins[{j}].name"
-                yield _error(
-                    conf,
-                    "SchedulerConfiguration",
-                    path,
-                    f"unknown plugin {plugin.name!r} (known: {', '.join(KNOWN_PLUGINS)})",
-                )
+                message = f"unknown plugin {plugin.name!r} (known: {', '.join(KNOWN_PLUGINS)})"
+                yield _error(conf, "SchedulerConfiguration", f"{path}.name", message)
+            elif plugin.name == "drf" and plugin.enabled("enableHierarchy") and "proportion" in names:
+                # Volcano's scheduler refuses such a configuration (UnmarshalSchedulerConf).
+                message = "proportion and drf with hierarchy enabled conflict (in the same tier)"
+                yield _error(conf, "SchedulerConfiguration", f"{path}.enableHierarchy", message)

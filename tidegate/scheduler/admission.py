@@ -29,7 +29,7 @@ def configuration_errors(conf: SchedulerConfiguration, registry: PluginRegistry)
             if option.name not in registry:
                 continue
             try:
-                registry.create(option.name, option.arguments).check_arguments()
+                registry.create(option.name, option.arguments, option.switches).check_arguments()
             except PluginArgumentError as exc:
                 field = f"{tiers}[{i}].plugins[{j}].arguments.{exc.key}"
                 errors.append(ManifestError(conf.source, "SchedulerConfiguration", conf.name, field, exc.message))

@@ -15,17 +15,27 @@ extension points it implements when a session opens; the session combines them:
 - victims (preempt/reclaim): a task is a victim only when every plugin with an opinion allows it
   (stricter than Volcano's per-tier fall-through, so a gang is never broken below minMember). A victim
   filter judges candidates in order, each given the ones it accepted before (never the ones it
-  rejected), so a filter that accepts none of a list accepts none of any part of it;
+  rejected), so a filter that accepts none of a list accepts none of any part of it. Candidates are
+  judged and taken in Volcano's victim order: by victim queue order (`victim_queue_order` keys, then queue
+  order reversed), job order reversed, task order reversed (`eviction.victim_order`);
 - plugins whose quotas can grow between cycles for reasons other than freed capacity (a deserved share
   recomputed from demand) bump `Session.freed` when they do, so jobs blocked on quota get another look.
+
+Each plugin registers into an `ExtensionPoints` of its own; the session merges them in tier order,
+leaving out the points the plugin's tier entry switches off (volcano-scheduler.conf's `enableJobOrder:
+false` and the like: `SWITCHED_POINTS`), as Volcano's session skips a plugin's function when its switch is
+off. Switches with no tidegate counterpart are accepted and change nothing (`IGNORED_SWITCHES`, each with
+its reason).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass, field, fields
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
+from tidegate.model.objects import PluginOption
 from tidegate.scheduler.info import JobInfo, QueueInfo, TaskInfo
 from tidegate.scheduler.node_table import BoolArray, FloatArray, IntArray
 
@@ -43,6 +53,9 @@ StaticFilter = Callable[[TaskInfo], list[tuple[str, BoolArray]]]
 StaticScore = Callable[[TaskInfo], FloatArray]
 #: Victim selection: from candidate tasks, those this plugin allows to be evicted for `task`.
 VictimFilter = Callable[[TaskInfo, list[TaskInfo]], list[TaskInfo]]
+#: Victim queue order (Volcano's VictimQueueOrderFn): a key of a victim's queue given the preemptor's queue;
+#: victims of queues with lower keys go first.
+VictimQueueKey = Callable[[QueueInfo, QueueInfo], float]
 EventHandler = Callable[[TaskInfo], None]
 
 
@@ -80,6 +93,9 @@ class Plugin:
     """A scheduling policy; subclasses register extension points in on_session_open."""
 
     name: ClassVar[str] = "plugin"
+    #: The switches its tier entry sets (`PluginOption.switches`), for a plugin whose behaviour one changes
+    #: beyond dropping an extension point (Volcano's enableHierarchy); set by `PluginRegistry.create`.
+    switches: Mapping[str, bool] = MappingProxyType({})
     #: The extension points it registers stay valid across the cycles of a long-lived session while the
     #: node table is the same: `Session.reopen` then keeps every registration and calls `on_cycle_open`
     #: on each plugin, when every plugin of the session says so (otherwise each registers afresh).
@@ -176,8 +192,71 @@ class ExtensionPoints:
     card_selector: CardSelector | None = None
     preemptable: list[VictimFilter] = field(default_factory=list)
     reclaimable: list[VictimFilter] = field(default_factory=list)
+    #: Orders victims of different queues before queue order reversed does (no switch turns it off, as in
+    #: Volcano); read per eviction attempt, so it may depend on the queues' allocations.
+    victim_queue_order: list[VictimQueueKey] = field(default_factory=list)
     on_allocate: list[EventHandler] = field(default_factory=list)
     on_deallocate: list[EventHandler] = field(default_factory=list)
+
+    def merge(self, other: ExtensionPoints, dropped: Collection[str] = ()) -> None:
+        """Add what one plugin registered (`other`) after what is here, leaving out the points named in
+        `dropped` (its switched-off ones). Scalar twins and node-state marks come along whole: they are
+        looked up only for the filters and scores registered, so those of a dropped point are never read."""
+        for name in _POINT_FIELDS:
+            value = getattr(other, name)
+            if isinstance(value, list):
+                if value and name not in dropped:
+                    getattr(self, name).extend(value)
+            elif isinstance(value, dict | set):
+                getattr(self, name).update(value)
+            elif value is not None:  # the card selector: one plugin's
+                setattr(self, name, value)
+
+
+_POINT_FIELDS = tuple(f.name for f in fields(ExtensionPoints))
+
+#: Volcano's per-plugin switches and the extension points each one turns off for that plugin only.
+SWITCHED_POINTS: Mapping[str, tuple[str, ...]] = {
+    "enableJobOrder": ("job_order",),
+    "enableTaskOrder": ("task_order",),
+    "enableQueueOrder": ("queue_order",),
+    "enableJobReady": ("job_ready",),
+    "enableJobPipelined": ("job_pipelined",),
+    "enableJobStarving": ("job_starving",),
+    # Volcano reads enableJobEnqueued for both JobEnqueueable and JobEnqueued.
+    "enableJobEnqueued": ("job_enqueueable",),
+    "enabledOverused": ("queue_overused",),
+    "enabledAllocatable": ("queue_allocatable",),
+    "enablePreemptive": ("queue_reclaim_allowed",),
+    "enablePreemptable": ("preemptable",),
+    "enableReclaimable": ("reclaimable",),
+    # Predicates: the static filters (nodeSelector, node affinity, taints). Resource and GPU card fit stay:
+    # Volcano's actions check a node's idle resources themselves, whatever the plugins say.
+    "enablePredicate": ("static_filters",),
+    "enableNodeOrder": ("static_scores", "dynamic_scores"),
+}
+#: Switches accepted for compatibility with volcano-scheduler.conf that turn off nothing here, and why.
+IGNORED_SWITCHES: Mapping[str, str] = {
+    "enableHierarchy": "a plugin mode, not an extension point: plugins read it from Plugin.switches "
+    "(capacity builds its queue tree from spec.parent whether or not it is set)",
+    "enabledClusterOrder": "no multi-cluster scheduling: no plugin orders clusters",
+    "enableBestNode": "no plugin picks the node: the session takes the best total score",
+    "enableTargetJob": "no plugin names a target job",
+    "enableReservedNodes": "no plugin reserves nodes",
+    "enabledVictim": "no shuffle action or rescheduling plugin, which read victim tasks",
+    "enabledHyperNodeOrder": "no network topology (HyperNodes)",
+    "enabledHyperNodeGradient": "no network topology (HyperNodes)",
+    "enabledSubJobReady": "no sub-groups of a PodGroup",
+    "enabledSubJobPipelined": "no sub-groups of a PodGroup",
+    "enabledSubJobOrder": "no sub-groups of a PodGroup",
+}
+
+
+def switched_off(option: PluginOption) -> frozenset[str]:
+    """The extension points the option's switches turn off."""
+    return frozenset(
+        point for switch, points in SWITCHED_POINTS.items() if not option.enabled(switch) for point in points
+    )
 
 
 PluginFactory = Callable[[Mapping[str, Any]], Plugin]
@@ -192,12 +271,15 @@ class PluginRegistry:
     def register(self, name: str, factory: PluginFactory) -> None:
         self._factories[name] = factory
 
-    def create(self, name: str, arguments: Mapping[str, Any]) -> Plugin:
+    def create(self, name: str, arguments: Mapping[str, Any], switches: Mapping[str, bool] | None = None) -> Plugin:
         factory = self._factories.get(name)
         if factory is None:
             known = ", ".join(sorted(self._factories))
             raise KeyError(f"unknown plugin {name!r} (known: {known})")
-        return factory(arguments)
+        plugin = factory(arguments)
+        if switches:
+            plugin.switches = dict(switches)
+        return plugin
 
     def names(self) -> Sequence[str]:
         return sorted(self._factories)

@@ -100,6 +100,7 @@ class JobInfo:
     group: PodGroup
     queue: QueueInfo
     min_resources: IntArray
+    #: The PodGroup's priority (its priorityClassName's value), as Volcano's job priority; never its pods'.
     priority: int
     tasks: list[TaskInfo] = field(default_factory=list)
     allocated: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))

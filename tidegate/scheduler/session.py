@@ -27,7 +27,14 @@ from tidegate.model.objects import (
 )
 from tidegate.model.quantity import scale_of
 from tidegate.model.resources import PODS, Resources
-from tidegate.scheduler.framework import ExtensionPoints, Plugin, PluginRegistry, RowFilter, RowScore
+from tidegate.scheduler.framework import (
+    ExtensionPoints,
+    Plugin,
+    PluginRegistry,
+    RowFilter,
+    RowScore,
+    switched_off,
+)
 from tidegate.scheduler.info import GpuRequest, JobInfo, QueueInfo, TaskInfo, TaskStatus
 from tidegate.scheduler.labels import LabelIndex, TaintIndex
 from tidegate.scheduler.node_table import BoolArray, FloatArray, IntArray, NodeTable, ResourceIndex
@@ -192,10 +199,12 @@ class Session:
         self._build_jobs(snapshot.groups, snapshot.pods)
         self.evictions: dict[str, str] = {}
         self.plugins: list[Plugin] = []
+        #: Per plugin, the extension points its tier entry switches off (`framework.switched_off`).
+        self._switched_off: list[frozenset[str]] = []
         for tier in config.tiers:
             for option in tier.plugins:
-                plugin = registry.create(option.name, option.arguments)
-                self.plugins.append(plugin)
+                self.plugins.append(registry.create(option.name, option.arguments, option.switches))
+                self._switched_off.append(switched_off(option))
         #: Every plugin keeps its registrations from cycle to cycle (`Plugin.reopens_in_place`).
         self._in_place = all(plugin.reopens_in_place for plugin in self.plugins)
         self._open_plugins()
@@ -325,8 +334,6 @@ class Session:
             )
             tasks.append(task)
             counts[_PENDING] += 1
-            if pod.priority > job.priority:
-                job.priority = pod.priority
             self.tasks[pod.key] = task
             if best_effort:
                 self.best_effort_tasks += 1
@@ -410,10 +417,14 @@ class Session:
         return (*found, *numbered)
 
     def _open_plugins(self) -> None:
-        """Every plugin registers its extension points afresh (for the node table as it is now)."""
-        self.ext = ExtensionPoints()
-        for plugin in self.plugins:
+        """Every plugin registers its extension points afresh (for the node table as it is now), each into
+        an `ExtensionPoints` of its own, merged in tier order without the points its switches turn off."""
+        merged = ExtensionPoints()
+        for plugin, dropped in zip(self.plugins, self._switched_off, strict=True):
+            self.ext = ExtensionPoints()
             plugin.on_session_open(self)
+            merged.merge(self.ext, dropped)
+        self.ext = merged
         self._row_twins = self._scalar_twins()
         #: Every twin reads only the request and the node's state: results are shared per state.
         self._twins_by_state = self._row_twins is not None and all(
@@ -537,9 +548,10 @@ class Session:
         return all(check(job) for check in self.ext.job_pipelined)
 
     def job_starving(self, job: JobInfo) -> bool:
-        if not self.ext.job_starving:
-            return job.ready_num + job.waiting_num < len(job.tasks)
-        return all(check(job) for check in self.ext.job_starving)
+        """Does the job want more pods placed (preempt and reclaim work for it)? As in Volcano, not when no
+        plugin says so (gang and priority do)."""
+        checks = self.ext.job_starving
+        return bool(checks) and all(check(job) for check in checks)
 
     def queue_overused_reason(self, queue: QueueInfo) -> str | None:
         for vote in self.ext.queue_overused:
@@ -901,7 +913,7 @@ class Session:
     def forget_plugins(self) -> None:
         """Drop the plugins and what they registered (the end of a one-cycle session): they point back at
         the session, and without this cycle reference counting frees it at once."""
-        self.plugins = []
+        self.plugins, self._switched_off = [], []
         self.ext = ExtensionPoints()
         self._row_twins = None
 

@@ -1,4 +1,5 @@
-"""enqueue: admit Pending PodGroups whose queue has room for their minResources (Volcano's enqueue)."""
+"""enqueue: admit Pending PodGroups whose queue has room for their minResources (Volcano's enqueue), whether
+or not their pods exist yet: gang validity is allocate's business, as in Volcano."""
 
 from __future__ import annotations
 
@@ -95,8 +96,11 @@ class Enqueue:
         waiting = False
         for i, job in enumerate(ordered):
             job.enqueue_seen = True
-            invalid = ssn.job_invalid_reason(job)
-            reason = invalid
+            # Not the validity votes: Volcano's enqueue admits a PodGroup on its minResources alone (gang
+            # validity applies when allocating), and its job controller creates a vcjob's pods only once the
+            # PodGroup is Inqueue. A queue that does not take the namespace's work (tidegate's) does refuse it.
+            outside = ssn.namespace_refusal(queue, job.group.namespace)
+            reason: str | None = outside
             if not reason:
                 asked = job.min_resources.tobytes()
                 reason = refused.get(asked) or ssn.job_not_enqueueable_reason(job)
@@ -104,6 +108,7 @@ class Enqueue:
                     refused[asked] = reason
             if not reason:
                 job.phase = PodGroupPhase.INQUEUE
+                job.reason = ssn.job_invalid_reason(job) or ""  # a gang still short of pods says so
                 refused.clear()
                 probed = None
                 for level in (queue, *queue.ancestors):
@@ -112,7 +117,7 @@ class Enqueue:
             job.reason = reason
             job.enqueue_blocked_at = ssn.freed
             waiting = True
-            if invalid or i + 1 == len(ordered):
+            if outside or i + 1 == len(ordered):
                 continue
             if floors is None:
                 floors = np.minimum.accumulate(np.stack([j.min_resources for j in ordered])[::-1])[::-1]
@@ -125,7 +130,8 @@ class Enqueue:
                 # Even the least any later job asks is refused at this usage: so is every later job.
                 for rest in ordered[i + 1 :]:
                     rest.enqueue_seen = True
-                    rest.reason = ssn.job_invalid_reason(rest) or refused.get(rest.min_resources.tobytes()) or refusal
+                    namespace = ssn.namespace_refusal(queue, rest.group.namespace)
+                    rest.reason = namespace or refused.get(rest.min_resources.tobytes()) or refusal
                     rest.enqueue_blocked_at = ssn.freed
                 break
         # Refused jobs stay refused while the usage only grows; with none left waiting there is nothing to keep.

@@ -5,25 +5,32 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from functools import partial
-from typing import ClassVar
+from typing import ClassVar, cast
 
 import numpy as np
 
-from tidegate.model.objects import PodGroupPhase
+from tidegate.model.objects import PodGroupPhase, PreemptionPolicy
 from tidegate.scheduler.info import JobInfo, QueueInfo, TaskInfo, TaskStatus
 from tidegate.scheduler.node_table import BoolArray
 from tidegate.scheduler.session import Session
 from tidegate.scheduler.statement import Statement
 
 VictimFilter = Callable[[TaskInfo, list[TaskInfo]], list[TaskInfo]]
+NEVER = PreemptionPolicy.NEVER
 #: Thousandths in one GPU card (tidegate.io/gpu-milli), as the gpushare plugin counts them.
 CARD_MILLI = 1000
 
 
 def running_by_node(ssn: Session) -> dict[int, list[TaskInfo]]:
+    """The running pods that may be evicted, by node: not those marked `volcano.sh/preemptable: false` (as
+    Volcano's preempt and reclaim skip a task that is not Preemptable), nor those of a PodGroup so marked
+    (as its gang eviction actions read the PodGroup's)."""
     out: dict[int, list[TaskInfo]] = {}
+    running = TaskStatus.RUNNING
     for task in ssn.tasks.values():
-        if task.status is TaskStatus.RUNNING and task.node >= 0:
+        if task.status is not running or task.node < 0:
+            continue
+        if task.pod.preemptable and task.job.group.preemptable is not False:
             out.setdefault(task.node, []).append(task)
     return out
 
@@ -42,9 +49,32 @@ def starving_jobs(ssn: Session, queue: QueueInfo) -> list[JobInfo]:
     return ssn.in_job_order(starving)
 
 
-def victim_order(task: TaskInfo) -> tuple[int, int, float, str]:
-    """Cheapest victims first: lowest job priority, lowest task priority, newest."""
-    return (task.job.priority, task.priority, -task.pod.created, task.key)
+def victim_order(ssn: Session, preemptor: TaskInfo, candidates: list[TaskInfo]) -> list[TaskInfo]:
+    """The candidates in the order they are taken, as Volcano's BuildVictimsPriorityQueue pops them: victims
+    of other queues by the victim queue order (the plugins' `victim_queue_order` keys, then queue order
+    reversed: the queue that would be served last gives first), of one queue by job order reversed (the
+    plugins' job keys only: jobs they cannot tell apart fall through), then by task order reversed.
+
+    Volcano compares pairs; its comparisons agree with this one lexicographic key (for two tasks of one job
+    the queue and job parts are equal, leaving task order reversed), so sorting gives its order."""
+    if len(candidates) < 2:
+        return list(candidates)
+    out = sorted(candidates, key=ssn.task_key, reverse=True)  # keys are unique (they end in the pod's key)
+    width = len(ssn.ext.job_order)
+    job_keys: dict[int, tuple[float, ...]] = {}
+    for task in out:
+        job = task.job
+        if id(job) not in job_keys:
+            job_keys[id(job)] = tuple(-key for key in cast(tuple[float, ...], ssn.job_key(job)[:width]))
+    queues = {id(task.job.queue): task.job.queue for task in out}
+    if len(queues) == 1:
+        out.sort(key=lambda task: job_keys[id(task.job)])
+        return out
+    reversed_order = sorted(queues.values(), key=ssn.queue_key, reverse=True)
+    home, keys = preemptor.job.queue, ssn.ext.victim_queue_order
+    queue_keys = {id(q): (*[key(q, home) for key in keys], rank) for rank, q in enumerate(reversed_order)}
+    out.sort(key=lambda task: (queue_keys[id(task.job.queue)], job_keys[id(task.job)]))
+    return out
 
 
 def evict_for(
@@ -76,8 +106,7 @@ def evict_for(
     if not everyone or not filters or any(not victim_filter(task, everyone) for victim_filter in filters):
         return False
     for row, candidates in per_node:
-        candidates.sort(key=victim_order)
-        victims = ssn.victims(filters, task, candidates)
+        victims = ssn.victims(filters, task, victim_order(ssn, task, candidates))
         if not victims:
             continue
         freed = np.sum([v.request for v in victims], axis=0)
@@ -214,6 +243,8 @@ class EvictionAction(ABC):
                 for task in tasks:
                     if not ssn.job_starving(job):
                         break
+                    if task.pod.preemption_policy is NEVER:
+                        continue  # it waits for room and evicts no one (Volcano's preempt and reclaim skip it)
                     key = self.attempt_key(task)
                     if key in failed:
                         continue

@@ -15,11 +15,15 @@ from typing import Any, ClassVar
 import numpy as np
 
 from tidegate.model.objects import ROOT_QUEUE, QueueState
+from tidegate.model.resources import GPU_MEMORY, GPU_MILLI, NVIDIA_GPU, PODS
 from tidegate.scheduler.framework import Plugin
 from tidegate.scheduler.info import JobInfo, QueueInfo, TaskInfo
 from tidegate.scheduler.node_table import FloatArray
 from tidegate.scheduler.plugins.quota import AT_CAPABILITY, amount, as_float, capability_cap, first_exceeded
 from tidegate.scheduler.session import Session
+
+#: Resources that are GPU cards or parts of one.
+CARD_RESOURCES = (NVIDIA_GPU, GPU_MEMORY, GPU_MILLI)
 
 
 class CapacityPlugin(Plugin):
@@ -34,6 +38,8 @@ class CapacityPlugin(Plugin):
         ext.job_enqueueable.append(self._enqueueable)
         ext.reclaimable.append(self._reclaimable)
         ext.queue_reclaim_allowed.append(self._may_reclaim)
+        if ssn.hierarchical:
+            ext.victim_queue_order.append(self._victim_queue_order)
 
     def on_cycle_open(self, ssn: Session) -> None:
         """Quotas for the queue specs and nodes as the cycle starts."""
@@ -78,6 +84,11 @@ class CapacityPlugin(Plugin):
                 name: {c: float(d[c]) for c in dims if d[c] > 0} for name, d in self.deserved.items()
             }
             self._inputs = inputs
+        self._pods_col = ssn.index.col[PODS]
+        #: GPU card resources count as one when a victim's request is matched against the reclaimer's: whole
+        #: cards hold their memory and thousandths, which a GPU slice asks for.
+        cards = [ssn.index.col[name] for name in CARD_RESOURCES if name in ssn.index.col]
+        self._family = dict.fromkeys(cards, cards[0]) if cards else {}
 
     # -- quotas ------------------------------------------------------------------------------------
     def _capability(self, queue: QueueInfo, inherited: FloatArray | None) -> FloatArray:
@@ -134,6 +145,18 @@ class CapacityPlugin(Plugin):
             if share > result:
                 result = share
         return result
+
+    @staticmethod
+    def _victim_queue_order(victim: QueueInfo, preemptor: QueueInfo) -> float:
+        """Volcano's hierarchical victim queue order: victims of queues sharing more ancestors with the
+        preemptor's go first (getQueueLevel: the last depth at which the two ancestor chains still agree,
+        0 when they part at once)."""
+        level = 0
+        for depth, (mine, theirs) in enumerate(zip(victim.ancestors, preemptor.ancestors, strict=False)):
+            if mine is not theirs:
+                break
+            level = depth
+        return -float(level)
 
     def _limit_reason(self, queue: QueueInfo, used: FloatArray, dims: Any, current: FloatArray) -> str | None:
         real = self.real_capability[queue.name]
@@ -203,20 +226,23 @@ class CapacityPlugin(Plugin):
         return f"queue {queue.name} is at its deserved share"
 
     def _reclaimable(self, reclaimer: TaskInfo, candidates: list[TaskInfo]) -> list[TaskInfo]:
-        """Victims whose queue stays at or above its guarantee and is above its deserved share on some
-        resource the victim uses (a victim using only resources without a deserved amount always is).
+        """Victims that hold some resource the reclaimer asks for (pod slots aside: Volcano's
+        shouldSkipReclaimee), whose queue stays at or above its guarantee and is above its deserved share on
+        some resource the victim uses (a victim using only resources without a deserved amount always is).
         Python numbers, not arrays: reclaim asks this of every running pod of the lending queues."""
         allocations: dict[str, list[float]] = {}
         victims = []
+        family = self._family
+        wanted = {family.get(col, col) for col, _ in _nonzero(reclaimer)} - {self._pods_col}
         for victim in candidates:
+            request = _nonzero(victim)
+            if not any(family.get(col, col) in wanted for col, _ in request):
+                continue  # evicting it frees nothing the reclaimer asks for
             queue = victim.job.queue
             name = queue.name
             allocated = allocations.get(name)
             if allocated is None:
                 allocated = allocations[name] = [float(x) for x in queue.allocated.tolist()]
-            request = victim.request_nonzero or tuple(
-                (int(c), int(victim.request[c])) for c in np.flatnonzero(victim.request)
-            )
             asked = dict(request)
             if any(allocated[c] - asked.get(c, 0) < g for c, g in self._guarantee_cols[name]):
                 continue  # never below the victim queue's guarantee
@@ -228,3 +254,8 @@ class CapacityPlugin(Plugin):
                 allocated[c] -= a
             victims.append(victim)
         return victims
+
+
+def _nonzero(task: TaskInfo) -> tuple[tuple[int, int], ...]:
+    """(column, amount) for every resource the task's request names."""
+    return task.request_nonzero or tuple((int(c), int(task.request[c])) for c in np.flatnonzero(task.request))

@@ -23,6 +23,8 @@ class PriorityPlugin(Plugin):
         ssn.ext.job_order.append(job_order)
         ssn.ext.task_order.append(task_order)
         ssn.ext.preemptable.append(self._preemptable)
+        # Volcano's: a job starves while some of its pods are neither placed nor pipelined.
+        ssn.ext.job_starving.append(lambda job: job.ready_num + job.waiting_num < len(job.tasks))
 
     @staticmethod
     def _preemptable(preemptor: TaskInfo, candidates: list[TaskInfo]) -> list[TaskInfo]:
