@@ -53,6 +53,15 @@ HIERARCHY = conf(
     "priority, gang",
     "drf, predicates, capacity, nodeorder, binpack, gpushare",
 )
+#: sla before gang, every job given 2 s: past it a job is admitted over proportion's refusal, and a gang that
+#: got part of its pods pipelined keeps its victims' room (the Permit ends the vote before gang's tier).
+SLA = conf(
+    "enqueue, allocate, reclaim, preempt, backfill",
+    "priority, sla",
+    "gang",
+    "drf, predicates, proportion, nodeorder, binpack, gpushare",
+    sla={"sla-waiting-time": "2s"},
+)
 gang = st.tuples(
     st.just("gang"),
     st.sampled_from(["a", "b"]),
@@ -135,6 +144,7 @@ class Twins:
                 queue_name,
                 replicas,
                 ask,
+                min_resources={name: amount * replicas for name, amount in ask.items()},  # enqueue judges them
                 priority=priority,
                 created=self.now,
                 tolerations=[TOLERATE_CLOUD] if placement == "tolerates-cloud" else [],
@@ -204,8 +214,8 @@ class Twins:
 
 @pytest.mark.parametrize(
     ("config", "tree"),
-    [(PROPORTION, False), (RECLAIMING, False), (HIERARCHY, True)],
-    ids=["allocate", "reclaim-preempt", "capacity-hierarchy"],
+    [(PROPORTION, False), (RECLAIMING, False), (HIERARCHY, True), (SLA, False)],
+    ids=["allocate", "reclaim-preempt", "capacity-hierarchy", "sla"],
 )
 @settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(operation, min_size=1, max_size=40))

@@ -80,7 +80,7 @@ def _expand(read: tuple[PodGroup | None, tuple[Pod, ...]], classes: Sequence[Pri
 
 def _seen(group: PodGroup, pods: Sequence[Pod]) -> _Seen:
     return _Seen(
-        (group.queue, group.min_member, group.min_resources, group.priority, group.affinity),
+        (group.queue, group.min_member, group.min_resources, group.priority, group.affinity, group.waiting_time),
         tuple(
             (
                 p.key,
@@ -171,6 +171,7 @@ class ClusterScheduler:
         until, moved = self._overflow(core, self.burst, now) if self.burst is not None else (math.inf, False)
         did = decisions.binds or decisions.evictions or decisions.pipelined or moved
         quiet = not did and not failed
+        until = min(until, decisions.wake_at)  # a waiting group's sla deadline: a cycle then may admit it
         self._quiet_version, self._quiet_until = (version, until) if quiet else (None, -math.inf)
         self.bound += len(decisions.binds)
         self.evicted += len(decisions.evictions)

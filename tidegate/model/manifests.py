@@ -34,6 +34,7 @@ from tidegate.model.objects import (
     GROUP_NAME_ANNOTATIONS,
     NAMESPACES_ANNOTATION,
     PRIORITY_ANNOTATION,
+    SLA_WAITING_TIME_ANNOTATIONS,
     TASK_SPEC_ANNOTATION,
     Job,
     JobAction,
@@ -541,6 +542,34 @@ def _as_duration(value: Any, field_: str) -> float | None:
     return -seconds if text.startswith("-") else seconds
 
 
+#: Go's longest time.Duration (2^63 - 1 nanoseconds), in seconds: time.ParseDuration refuses more.
+MAX_GO_DURATION_S = (2**63 - 1) / 1e9
+
+
+def as_waiting_time(value: Any, field_: str) -> float:
+    """An sla-waiting-time in seconds, read as Volcano reads it: a Go duration (time.ParseDuration: "1h2m3s",
+    "90m", "1.5h"; units ns, us, µs, ms, s, m, h), which must be positive. Raises FieldError otherwise (Volcano
+    logs the error and leaves the job without a waiting time)."""
+    if not isinstance(value, str):
+        raise FieldError(field_, f"expected a duration string such as 1h30m, got {_shown(value)}")
+    seconds = _as_duration(value.strip(), field_)
+    if seconds is None:
+        raise FieldError(field_, "is empty: give a duration such as 30m or 1h30m")
+    if seconds <= 0:
+        raise FieldError(field_, f"{value!r}: a waiting time must be positive")
+    if seconds > MAX_GO_DURATION_S:
+        raise FieldError(field_, f"{value!r}: longer than Go's longest duration (about 2562047h)")
+    return seconds
+
+
+def _waiting_time(annotations: Mapping[str, str], r: _Reader, prefix: str = "metadata.annotations") -> float | None:
+    """The sla-waiting-time annotation (SLA_WAITING_TIME_ANNOTATIONS, the first one given), in seconds."""
+    for key in SLA_WAITING_TIME_ANNOTATIONS:
+        if key in annotations:
+            return r.read(as_waiting_time, annotations[key], f"{prefix}.{key}", None)
+    return None
+
+
 class _Reader:
     """Reads the fields of one document, recording each bad field and carrying on with a default."""
 
@@ -980,6 +1009,7 @@ def _parse_podgroup(doc: dict[str, Any], r: _Reader) -> PodGroup:
         phase=r.choice(status, "status", "phase", PodGroupPhase, PodGroupPhase.PENDING),
         affinity=affinity,
         created=meta.created,
+        waiting_time=_waiting_time(meta.annotations, r),
         source=r.source,
         raw=doc,
     )
@@ -1039,6 +1069,7 @@ def _parse_job(doc: dict[str, Any], r: _Reader) -> Job:
         plugins=r.read(_as_job_plugins, spec.get("plugins"), "spec.plugins", {}),
         scheduler_name=scheduler,
         created=meta.created,
+        waiting_time=_waiting_time(meta.annotations, r),
         source=r.source,
         raw=doc,
     )

@@ -29,6 +29,9 @@ TASK_SPEC_ANNOTATION = "volcano.sh/task-spec"
 #: ClusterQueue `namespaceSelector` says which namespaces may use it; a child queue takes only what its
 #: ancestors take too.
 NAMESPACES_ANNOTATION = "tidegate.io/namespaces"
+#: On a PodGroup (or a vcjob, whose annotations Volcano's job controller copies onto its PodGroup): the longest
+#: the job should wait (a Go duration, "1h30m"), read by the sla plugin; Volcano reads the first key, then the second.
+SLA_WAITING_TIME_ANNOTATIONS = ("volcano.sh/sla-waiting-time", "sla-waiting-time")
 DEFAULT_MAX_RETRY = 3
 #: Resources a queue capability of 0 leaves unlimited: Volcano's proportion and capacity plugins raise
 #: a capability's MilliCPU and Memory at or below 0 to MaxFloat64, and keep every other quantity as given.
@@ -213,6 +216,8 @@ class PodGroup:
     #: Node affinity written on the PodGroup spec (a tidegate extension applied to the group's pods).
     affinity: NodeAffinity | None = None
     created: float = 0.0
+    #: The sla-waiting-time annotation in seconds (SLA_WAITING_TIME_ANNOTATIONS), None when absent.
+    waiting_time: float | None = None
     source: Source = NO_SOURCE
     raw: dict[str, Any] = field(default_factory=dict)
 
@@ -322,6 +327,8 @@ class Job:
     plugins: dict[str, list[str]] = field(default_factory=dict)
     scheduler_name: str = "volcano"
     created: float = 0.0
+    #: The job's sla-waiting-time annotation in seconds, which its PodGroup takes (None when absent).
+    waiting_time: float | None = None
     source: Source = NO_SOURCE
     raw: dict[str, Any] = field(default_factory=dict)
 

@@ -51,6 +51,7 @@ KNOWN_PLUGINS: tuple[str, ...] = (
     "nodeorder",
     "binpack",
     "gpushare",
+    "sla",
     "conformance",
     "overcommit",
 )

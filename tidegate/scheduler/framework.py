@@ -6,7 +6,9 @@ extension points it implements when a session opens; the session combines them:
 - order keys (jobs, queues, tasks): concatenated in tier order, so the first plugin that tells
   two objects apart decides, exactly like Volcano's first non-zero comparison;
 - votes (job valid/enqueueable/ready/pipelined, queue allocatable/overused): every plugin must agree;
-  an enqueueable vote reads only the job's queue and minResources (and the session's state);
+  an enqueueable vote reads only the job's queue and minResources (and the session's state). A permit
+  (job enqueueable/pipelined: Volcano's Permit, where a vote that allows is its Abstain) ends the vote
+  after its plugin's tier: plugins of later tiers are not asked, refusals in its tier and before still win;
 - filters: every filter must pass; static ones (labels, taints) are cached per pod shape, dynamic ones
   (resources, cards) per request: they may read only the task's request (and what derives from it) and
   node-table state, and are recomputed for the rows listed in NodeTable.changes; a plugin whose
@@ -153,8 +155,13 @@ class ExtensionPoints:
     #: reserved, refused at any higher, and so is a job asking more (enqueue relies on it to skip a
     #: queue's refused backlog).
     job_enqueueable: list[JobVote] = field(default_factory=list)
+    #: Permits (True: Volcano's Permit, False: Abstain): the job is enqueueable whatever the votes of later
+    #: tiers say (those of the permit's tier and earlier ones still count). May also read `Session.now`.
+    job_enqueue_permit: list[JobCheck] = field(default_factory=list)
     job_ready: list[JobCheck] = field(default_factory=list)
     job_pipelined: list[JobCheck] = field(default_factory=list)
+    #: Permits for job_pipelined, combined the same way.
+    job_pipeline_permit: list[JobCheck] = field(default_factory=list)
     job_starving: list[JobCheck] = field(default_factory=list)
     queue_overused: list[QueueVote] = field(default_factory=list)
     queue_allocatable: list[AllocatableVote] = field(default_factory=list)
@@ -178,6 +185,9 @@ class ExtensionPoints:
     reclaimable: list[VictimFilter] = field(default_factory=list)
     on_allocate: list[EventHandler] = field(default_factory=list)
     on_deallocate: list[EventHandler] = field(default_factory=list)
+    #: When a plugin's votes next change with `Session.now` alone (a deadline passing): the earliest such time
+    #: after now, inf for none (`Decisions.wake_at`).
+    wake_at: list[Callable[[], float]] = field(default_factory=list)
 
 
 PluginFactory = Callable[[Mapping[str, Any]], Plugin]

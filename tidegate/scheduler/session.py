@@ -27,7 +27,7 @@ from tidegate.model.objects import (
 )
 from tidegate.model.quantity import scale_of
 from tidegate.model.resources import PODS, Resources
-from tidegate.scheduler.framework import ExtensionPoints, Plugin, PluginRegistry, RowFilter, RowScore
+from tidegate.scheduler.framework import ExtensionPoints, JobCheck, Plugin, PluginRegistry, RowFilter, RowScore
 from tidegate.scheduler.info import GpuRequest, JobInfo, QueueInfo, TaskInfo, TaskStatus
 from tidegate.scheduler.labels import LabelIndex, TaintIndex
 from tidegate.scheduler.node_table import BoolArray, FloatArray, IntArray, NodeTable, ResourceIndex
@@ -133,6 +133,22 @@ def _sorted(items: Iterable[_T], key: Callable[[_T], tuple[object, ...]]) -> lis
     return out
 
 
+_V = TypeVar("_V")
+
+
+def _by_tier(
+    votes: list[_V], permits: list[JobCheck], ends: list[tuple[int, int]]
+) -> list[tuple[list[_V], list[JobCheck]]] | None:
+    """The votes and permits of each tier (`ends`: where each tier's end in both lists), or None without permits."""
+    if not permits:
+        return None
+    out, start = [], (0, 0)
+    for end in ends:
+        out.append((votes[start[0] : end[0]], permits[start[1] : end[1]]))
+        start = end
+    return out
+
+
 def _shape_of(pod: Pod, affinity: NodeAffinity | None) -> tuple[object, ...]:
     return (
         pod.requests,
@@ -192,10 +208,13 @@ class Session:
         self._build_jobs(snapshot.groups, snapshot.pods)
         self.evictions: dict[str, str] = {}
         self.plugins: list[Plugin] = []
+        #: Per plugin: is it the last of its tier (votes with permits combine tier by tier)?
+        self._ends_tier: list[bool] = []
         for tier in config.tiers:
-            for option in tier.plugins:
+            for i, option in enumerate(tier.plugins):
                 plugin = registry.create(option.name, option.arguments)
                 self.plugins.append(plugin)
+                self._ends_tier.append(i + 1 == len(tier.plugins))
         #: Every plugin keeps its registrations from cycle to cycle (`Plugin.reopens_in_place`).
         self._in_place = all(plugin.reopens_in_place for plugin in self.plugins)
         self._open_plugins()
@@ -411,9 +430,21 @@ class Session:
 
     def _open_plugins(self) -> None:
         """Every plugin registers its extension points afresh (for the node table as it is now)."""
-        self.ext = ExtensionPoints()
-        for plugin in self.plugins:
+        self.ext = ext = ExtensionPoints()
+        ends: list[tuple[int, int, int, int]] = []  # where each tier's votes and permits end
+        for plugin, last in zip(self.plugins, self._ends_tier, strict=True):
             plugin.on_session_open(self)
+            if last:
+                ends.append(
+                    (
+                        len(ext.job_enqueueable),
+                        len(ext.job_enqueue_permit),
+                        len(ext.job_pipelined),
+                        len(ext.job_pipeline_permit),
+                    )
+                )
+        self._enqueue_tiers = _by_tier(ext.job_enqueueable, ext.job_enqueue_permit, [(e[0], e[1]) for e in ends])
+        self._pipeline_tiers = _by_tier(ext.job_pipelined, ext.job_pipeline_permit, [(e[2], e[3]) for e in ends])
         self._row_twins = self._scalar_twins()
         #: Every twin reads only the request and the node's state: results are shared per state.
         self._twins_by_state = self._row_twins is not None and all(
@@ -521,11 +552,26 @@ class Session:
         return ""
 
     def job_not_enqueueable_reason(self, job: JobInfo) -> str | None:
-        for vote in self.ext.job_enqueueable:
-            reason = vote(job)
-            if reason:
-                return reason
+        tiers = self._enqueue_tiers
+        if tiers is None:  # no permits: every vote must agree
+            for vote in self.ext.job_enqueueable:
+                reason = vote(job)
+                if reason:
+                    return reason
+            return None
+        for votes, permits in tiers:  # Volcano's JobEnqueueable: a Reject ends it; a Permit ends it after its tier
+            for vote in votes:
+                reason = vote(job)
+                if reason:
+                    return reason
+            if any(permit(job) for permit in permits):
+                return None
         return None
+
+    def enqueue_permitted(self, job: JobInfo) -> bool:
+        """Some plugin permits the job's admission (its later tiers' refusals do not count): enqueue's memos of
+        refusals by minResources and usage do not hold for it."""
+        return any(permit(job) for permit in self.ext.job_enqueue_permit)
 
     def job_ready(self, job: JobInfo) -> bool:
         for check in self.ext.job_ready:  # noqa: SIM110 -- all() without a generator: asked per placement
@@ -534,7 +580,15 @@ class Session:
         return True
 
     def job_pipelined(self, job: JobInfo) -> bool:
-        return all(check(job) for check in self.ext.job_pipelined)
+        tiers = self._pipeline_tiers
+        if tiers is None:
+            return all(check(job) for check in self.ext.job_pipelined)
+        for checks, permits in tiers:  # as job_not_enqueueable_reason combines them
+            if not all(check(job) for check in checks):
+                return False
+            if any(permit(job) for permit in permits):
+                return True
+        return True
 
     def job_starving(self, job: JobInfo) -> bool:
         if not self.ext.job_starving:
@@ -904,6 +958,7 @@ class Session:
         self.plugins = []
         self.ext = ExtensionPoints()
         self._row_twins = None
+        self._enqueue_tiers = self._pipeline_tiers = None
 
     def final_phase(self, job: JobInfo) -> PodGroupPhase:
         ready = job.ready_num

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from tidegate.model.objects import Node, Pod, PodGroup, PodGroupPhase, Queue
@@ -76,3 +77,6 @@ class Decisions:
     pipelined: list[Pipeline] = field(default_factory=list)
     groups: list[GroupStatus] = field(default_factory=list)
     pending: list[PendingJob] = field(default_factory=list)
+    #: When the plugins' votes next change by the clock alone (a waiting job's sla deadline), inf for never: a
+    #: caller that runs cycles only when something happens (the simulator, a quiet `tidegate kube`) runs one then.
+    wake_at: float = math.inf
