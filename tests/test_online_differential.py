@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, event, example, given, settings, target
 from hypothesis import strategies as st
 from scheduler_builders import CLOUD_TAINT, PROPORTION, TOLERATE_CLOUD, conf, job, node, queue, res
 
-from tidegate.model.objects import PodGroup, PodGroupPhase, SchedulerConfiguration
+from tidegate.model.objects import PodGroup, PodGroupPhase, SchedulerConfiguration, Tier
 from tidegate.model.resources import Resources
 from tidegate.scheduler.online import OnlineScheduler
 from tidegate.sim.core import SnapshotCore
@@ -61,6 +61,19 @@ SLA = conf(
     "gang",
     "drf, predicates, proportion, nodeorder, binpack, gpushare",
     sla={"sla-waiting-time": "2s"},
+)
+#: drf with enableHierarchy over the p > a, b tree (hdrf from spec.parent, levels weighted by spec.weight), reclaiming.
+HDRF = dataclasses.replace(
+    RECLAIMING,
+    tiers=(
+        RECLAIMING.tiers[0],
+        Tier(
+            tuple(
+                dataclasses.replace(option, enable_hierarchy=option.name == "drf")
+                for option in RECLAIMING.tiers[1].plugins
+            )
+        ),
+    ),
 )
 gang = st.tuples(
     st.just("gang"),
@@ -214,8 +227,8 @@ class Twins:
 
 @pytest.mark.parametrize(
     ("config", "tree"),
-    [(PROPORTION, False), (RECLAIMING, False), (HIERARCHY, True), (SLA, False)],
-    ids=["allocate", "reclaim-preempt", "capacity-hierarchy", "sla"],
+    [(PROPORTION, False), (RECLAIMING, False), (HIERARCHY, True), (SLA, False), (HDRF, True)],
+    ids=["allocate", "reclaim-preempt", "capacity-hierarchy", "sla", "hdrf"],
 )
 @settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(operation, min_size=1, max_size=40))

@@ -14,6 +14,7 @@ bare pods into schedulable groups lives in expand.py.
 from __future__ import annotations
 
 import json
+import math
 import re
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -32,6 +33,8 @@ from tidegate.model.objects import (
     GPU_INDEX_ANNOTATION,
     GPU_MEMORY_ANNOTATION,
     GROUP_NAME_ANNOTATIONS,
+    HIERARCHY_ANNOTATION,
+    HIERARCHY_WEIGHTS_ANNOTATION,
     NAMESPACES_ANNOTATION,
     PRIORITY_ANNOTATION,
     SLA_WAITING_TIME_ANNOTATIONS,
@@ -970,6 +973,7 @@ def _parse_queue(doc: dict[str, Any], r: _Reader) -> Queue:
             f"metadata.annotations.{NAMESPACES_ANNOTATION}",
             (),
         ),
+        **r.read(_as_hierarchy, meta.annotations, "metadata.annotations", _NO_HIERARCHY),
         source=r.source,
         raw=doc,
     )
@@ -985,6 +989,42 @@ def _as_namespaces(value: Any, field_: str) -> tuple[str, ...]:
         shown = ", ".join(map(repr, bad))
         raise FieldError(field_, f"{shown}: not a namespace name (up to 63 lowercase letters, digits and '-')")
     return tuple(dict.fromkeys(names))
+
+
+_NO_HIERARCHY: dict[str, Any] = {}
+
+
+def _as_hierarchy(annotations: Mapping[str, str], field_: str) -> dict[str, Any]:
+    """A queue's place in hdrf's tree, as Volcano's queue webhooks take it: volcano.sh/hierarchy and
+    volcano.sh/hierarchy-weights given together, as many weights as levels, each a number above 0; a path not
+    starting with "root" is put under it (weight 1), as the mutating webhook does."""
+    path, weights = annotations.get(HIERARCHY_ANNOTATION, ""), annotations.get(HIERARCHY_WEIGHTS_ANNOTATION, "")
+    if not path and not weights:
+        return {}
+    where = f"{field_}.{HIERARCHY_ANNOTATION}" if path else f"{field_}.{HIERARCHY_WEIGHTS_ANNOTATION}"
+    names, numbers = path.split("/"), weights.split("/")
+    if len(names) != len(numbers):
+        raise FieldError(
+            where,
+            f"{path!r} has {len(names)} level(s) but {HIERARCHY_WEIGHTS_ANNOTATION} {weights!r} has {len(numbers)}: "
+            "give one weight per level",
+        )
+    values = []
+    for number in numbers:
+        try:
+            value = float(number)
+        except ValueError:
+            value = math.nan
+        if not value > 0 or not math.isfinite(value):
+            raise FieldError(
+                f"{field_}.{HIERARCHY_WEIGHTS_ANNOTATION}", f"{number!r} in {weights!r}: a weight is a number above 0"
+            )
+        values.append(value)
+    if any(not name for name in names[1:]):
+        raise FieldError(f"{field_}.{HIERARCHY_ANNOTATION}", f"{path!r}: a level has no name")
+    if not path.startswith("root"):
+        names, values = ["root", *names], [1.0, *values]
+    return {"hierarchy": tuple(names), "hierarchy_weights": tuple(values)}
 
 
 def _parse_podgroup(doc: dict[str, Any], r: _Reader) -> PodGroup:
@@ -1218,7 +1258,9 @@ def _as_tiers(value: Any, field_: str) -> tuple[Tier, ...]:
             name = _as_str(data.get("name"), f"{path}[{j}].name")
             if not name:
                 raise FieldError(f"{path}[{j}].name", "is required")
-            plugins.append(PluginOption(name, _as_map(data.get("arguments"), f"{path}[{j}].arguments")))
+            arguments = _as_map(data.get("arguments"), f"{path}[{j}].arguments")
+            hierarchy = _as_bool(data.get("enableHierarchy"), f"{path}[{j}].enableHierarchy")
+            plugins.append(PluginOption(name, arguments, enable_hierarchy=bool(hierarchy)))
         tiers.append(Tier(tuple(plugins)))
     return tuple(tiers)
 

@@ -32,6 +32,10 @@ NAMESPACES_ANNOTATION = "tidegate.io/namespaces"
 #: On a PodGroup (or a vcjob, whose annotations Volcano's job controller copies onto its PodGroup): the longest
 #: the job should wait (a Go duration, "1h30m"), read by the sla plugin; Volcano reads the first key, then the second.
 SLA_WAITING_TIME_ANNOTATIONS = ("volcano.sh/sla-waiting-time", "sla-waiting-time")
+#: On a Queue: its place in the drf plugin's hierarchy ("root/eng/dev") and each level's weight ("1/2/8"), read
+#: when drf runs with enableHierarchy (Volcano's hdrf); tidegate's spec.parent tree is another thing, see Queue.
+HIERARCHY_ANNOTATION = "volcano.sh/hierarchy"
+HIERARCHY_WEIGHTS_ANNOTATION = "volcano.sh/hierarchy-weights"
 DEFAULT_MAX_RETRY = 3
 #: Resources a queue capability of 0 leaves unlimited: Volcano's proportion and capacity plugins raise
 #: a capability's MilliCPU and Memory at or below 0 to MaxFloat64, and keep every other quantity as given.
@@ -245,6 +249,9 @@ class Queue:
     state: QueueState = QueueState.OPEN
     #: The namespaces whose work the queue takes (NAMESPACES_ANNOTATION); empty: every namespace.
     namespaces: tuple[str, ...] = ()
+    #: Its path in hdrf's tree from "root" (HIERARCHY_ANNOTATION) and each level's weight, () when not given.
+    hierarchy: tuple[str, ...] = ()
+    hierarchy_weights: tuple[float, ...] = ()
     source: Source = NO_SOURCE
     raw: dict[str, Any] = field(default_factory=dict)
 
@@ -345,6 +352,8 @@ class Job:
 class PluginOption:
     name: str
     arguments: dict[str, Any] = field(default_factory=dict)
+    #: Volcano's `enableHierarchy` next to the plugin's name (drf: hierarchical dominant resource fairness).
+    enable_hierarchy: bool = False
 
 
 @dataclass(frozen=True, slots=True)

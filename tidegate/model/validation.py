@@ -22,6 +22,7 @@ from tidegate.model.manifests import QUEUE_NAME_ANNOTATION, ManifestSet, schedul
 from tidegate.model.objects import (
     DEFAULT_QUEUE,
     GROUP_NAME_ANNOTATIONS,
+    HIERARCHY_ANNOTATION,
     NAMESPACES_ANNOTATION,
     ROOT_QUEUE,
     Job,
@@ -207,6 +208,24 @@ class _QueueTree:
             yield from self._own_errors(queue)
             yield from self._parent_errors(queue)
             yield from self._children_errors(queue)
+            yield from self._hierarchy_errors(queue)
+
+    def _hierarchy_errors(self, queue: Queue) -> Iterator[ManifestError]:
+        """Volcano's queue webhook: a queue's volcano.sh/hierarchy may not lead to another queue's (a queue at
+        root/sci and one at root/sci/dev conflict: hdrf's tree hangs jobs on its leaves only)."""
+        if not queue.hierarchy:
+            return
+        below = "/".join(queue.hierarchy) + "/"
+        for other in self.by_name.values():
+            if other.name != queue.name and "/".join(other.hierarchy).startswith(below):
+                yield _error(
+                    queue,
+                    "Queue",
+                    f"metadata.annotations.{HIERARCHY_ANNOTATION}",
+                    f"{'/'.join(queue.hierarchy)!r} leads to queue {other.name!r}'s {'/'.join(other.hierarchy)!r}: "
+                    "a queue's place in the hierarchy may not be above another queue's",
+                )
+                return
 
     def _own_errors(self, queue: Queue) -> Iterator[ManifestError]:
         if not MIN_QUEUE_WEIGHT <= queue.weight <= MAX_QUEUE_WEIGHT:

@@ -34,7 +34,15 @@ from tidegate.scheduler.node_table import BoolArray, FloatArray, IntArray
 if TYPE_CHECKING:
     from tidegate.scheduler.session import Session
 
-OrderKey = Callable[[Any], float]
+
+class OrderValue(Protocol):
+    """What an order key returns besides a float: a value that compares like one (hdrf's PathKey, whose `==` is
+    Volcano's comparison returning 0, so the next key decides)."""
+
+    def __lt__(self, other: Any, /) -> bool: ...
+
+
+OrderKey = Callable[[Any], float | OrderValue]
 #: A vote returns None to allow, or the reason it refuses (shown to users).
 JobVote = Callable[[JobInfo], str | None]
 JobCheck = Callable[[JobInfo], bool]
