@@ -17,7 +17,15 @@ from hypothesis import HealthCheck, event, example, given, settings, target
 from hypothesis import strategies as st
 from scheduler_builders import CLOUD_TAINT, PROPORTION, TOLERATE_CLOUD, conf, job, node, queue, res
 
-from tidegate.model.objects import PodGroup, PodGroupPhase, SchedulerConfiguration, Tier
+from tidegate.model.objects import (
+    LabelSelector,
+    PodAffinity,
+    PodAffinityTerm,
+    PodGroup,
+    PodGroupPhase,
+    SchedulerConfiguration,
+    Tier,
+)
 from tidegate.model.resources import Resources
 from tidegate.scheduler.online import OnlineScheduler
 from tidegate.sim.core import SnapshotCore
@@ -81,7 +89,7 @@ gang = st.tuples(
     st.integers(1, 3),
     st.sampled_from([1, 2, 4, 8, "slice"]),
     st.sampled_from([0, 10]),
-    st.sampled_from(["", "tolerates-cloud", "rack-r1"]),
+    st.sampled_from(["", "tolerates-cloud", "rack-r1", "spread", "apart", "near-apart"]),
 )
 cycle = st.tuples(st.just("cycle"))
 operation = st.one_of(  # gangs and cycles three times as often as the rest: clusters fill up, queues compete
@@ -100,6 +108,20 @@ operation = st.one_of(  # gangs and cycles three times as often as the rest: clu
     st.tuples(st.just("finish"), st.integers(0, 50)),
     st.tuples(st.just("weight"), st.sampled_from(["a", "b"]), st.integers(1, 5)),
 )
+
+
+HOST = "kubernetes.io/hostname"
+
+
+def selects(key: str, value: str) -> LabelSelector:
+    return LabelSelector(((key, value),))
+
+
+#: Gangs kept a rack apart from each other's pods, and gangs that want to be on a rack with one of them.
+PLACEMENT_AFFINITY = {
+    "apart": ({"tier": "apart"}, PodAffinity(anti_affinity=(PodAffinityTerm(selects("tier", "apart"), "rack"),))),
+    "near-apart": ({}, PodAffinity(affinity=(PodAffinityTerm(selects("tier", "apart"), "rack"),))),
+}
 
 
 class Twins:
@@ -131,7 +153,7 @@ class Twins:
             name = f"n{self.made}"
             self.nodes.append(name)
             self.cards[name] = set()
-            labels = {"rack": "r1" if op[1] else "r2"}
+            labels = {"rack": "r1" if op[1] else "r2", HOST: name}
             taints = [CLOUD_TAINT] if op[2] else []
             made = node(name, cpu=64, gpus=CARDS, gpu_mem_mib=CARD_MIB, labels=labels, taints=taints)
             self.both("add_nodes", [made])
@@ -163,6 +185,13 @@ class Twins:
                 tolerations=[TOLERATE_CLOUD] if placement == "tolerates-cloud" else [],
                 node_selector={"rack": "r1"} if placement == "rack-r1" else None,
             )
+            for pod in gang.pods:
+                pod.labels, pod.pod_affinity = PLACEMENT_AFFINITY.get(placement, ({}, None))
+                if placement == "spread":  # its pods on distinct nodes
+                    pod.labels = {"app": gang.group.name}
+                    pod.pod_affinity = PodAffinity(
+                        anti_affinity=(PodAffinityTerm(selects("app", pod.labels["app"]), HOST),)
+                    )
             self.both("add_group", gang.group, gang.pods)
             self.groups[gang.group.key] = []
             self.arrived[gang.group.key] = (gang.group, gang.pods)

@@ -41,5 +41,6 @@ def prepare(ms: ManifestSet, now: float = 0.0) -> Prepared:
                 first.source, "SchedulerConfiguration", first.name, "", "several configurations given; using this one"
             )
         )
-    snapshot = Snapshot(nodes=ms.nodes, queues=ms.queues, groups=groups, pods=pods, now=now)
+    namespaces = {namespace.name: namespace.labels for namespace in ms.namespaces}
+    snapshot = Snapshot(nodes=ms.nodes, queues=ms.queues, groups=groups, pods=pods, now=now, namespaces=namespaces)
     return Prepared(snapshot, config, errors, warnings)

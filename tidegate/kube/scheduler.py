@@ -94,6 +94,8 @@ def _seen(group: PodGroup, pods: Sequence[Pod]) -> _Seen:
                 p.priority,
                 tuple(sorted(p.node_selector.items())),
                 p.affinity,
+                tuple(sorted(p.labels.items())),  # what other pods' (anti-)affinity terms select
+                p.pod_affinity,
             )
             for p in pods
         ),
@@ -283,6 +285,7 @@ class ClusterScheduler:
             if changed:
                 core.add_nodes(changed)
             self._nodes = current
+        core.set_namespaces({namespace.name: namespace.labels for namespace in ms.namespaces})
         # Every group that went or changed leaves first: a pod may have moved from one group to another.
         for key in self._groups.keys() - groups.keys():
             core.remove_group(key)

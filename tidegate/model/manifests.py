@@ -35,6 +35,7 @@ from tidegate.model.objects import (
     GROUP_NAME_ANNOTATIONS,
     HIERARCHY_ANNOTATION,
     HIERARCHY_WEIGHTS_ANNOTATION,
+    NAMESPACE_NAME_LABEL,
     NAMESPACES_ANNOTATION,
     PRIORITY_ANNOTATION,
     SLA_WAITING_TIME_ANNOTATIONS,
@@ -42,13 +43,18 @@ from tidegate.model.objects import (
     Job,
     JobAction,
     JobEvent,
+    LabelSelector,
+    LabelSelectorRequirement,
     LifecyclePolicy,
+    Namespace,
     Node,
     NodeAffinity,
     NodeSelectorRequirement,
     NodeSelectorTerm,
     PluginOption,
     Pod,
+    PodAffinity,
+    PodAffinityTerm,
     PodGroup,
     PodGroupPhase,
     PodPhase,
@@ -125,7 +131,7 @@ SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
 T = TypeVar("T")
 E = TypeVar("E", bound=Enum)
 
-Manifest = Node | Queue | PodGroup | Job | Pod | PriorityClass | SchedulerConfiguration
+Manifest = Node | Queue | PodGroup | Job | Pod | PriorityClass | SchedulerConfiguration | Namespace
 
 
 class SkippedDocument(NamedTuple):
@@ -147,6 +153,7 @@ class ManifestSet:
     pods: list[Pod] = field(default_factory=list)
     priority_classes: list[PriorityClass] = field(default_factory=list)
     configurations: list[SchedulerConfiguration] = field(default_factory=list)
+    namespaces: list[Namespace] = field(default_factory=list)
     skipped: list[SkippedDocument] = field(default_factory=list)
     #: The content of each skipped document, for loaders of other kinds (simulation specs, HPAs).
     other_documents: list[tuple[Source, dict[str, Any]]] = field(default_factory=list)
@@ -170,6 +177,8 @@ class ManifestSet:
                 self.priority_classes.append(obj)
             case SchedulerConfiguration():
                 self.configurations.append(obj)
+            case Namespace():
+                self.namespaces.append(obj)
 
     def raise_for_errors(self) -> None:
         """Raise ManifestErrors carrying every error, if there is any."""
@@ -818,6 +827,7 @@ def _pod_from_spec(meta: _Meta, spec: Mapping[str, Any], prefix: str, r: _Reader
         annotations=annotations,
         node_selector=r.strings(spec, prefix, "nodeSelector"),
         affinity=_read_affinity(spec, prefix, r),
+        pod_affinity=_read_pod_affinity(spec, prefix, r),
         tolerations=r.read(_as_tolerations, spec.get("tolerations"), f"{prefix}.tolerations", ()),
         priority_class_name=r.text(spec, prefix, "priorityClassName") or annotations.get(PRIORITY_ANNOTATION, ""),
         scheduler_name=r.text(spec, prefix, "schedulerName") or scheduler,
@@ -881,14 +891,132 @@ def _as_tolerations(value: Any, field_: str) -> tuple[Toleration, ...]:
 
 
 def _read_affinity(spec: Mapping[str, Any], prefix: str, r: _Reader) -> NodeAffinity | None:
-    """spec.affinity.nodeAffinity; pod (anti-)affinity is not scheduled by tidegate and only warned about."""
+    """spec.affinity.nodeAffinity (pod (anti-)affinity: `_read_pod_affinity`)."""
     affinity = r.mapping(spec, prefix, "affinity")
-    for unsupported in ("podAffinity", "podAntiAffinity"):
-        if affinity.get(unsupported):
-            r.warn(f"{prefix}.affinity.{unsupported}", "tidegate does not schedule by pod (anti-)affinity; ignored")
     if affinity.get("nodeAffinity") is None:
         return None
     return r.read(_as_node_affinity, affinity["nodeAffinity"], f"{prefix}.affinity.nodeAffinity", None)
+
+
+def _read_pod_affinity(spec: Mapping[str, Any], prefix: str, r: _Reader) -> PodAffinity | None:
+    """spec.affinity.podAffinity and podAntiAffinity: their required terms, checked as the API server checks
+    them; preferred terms are kept in the document but not scheduled on (a warning says so)."""
+    affinity = r.mapping(spec, prefix, "affinity")
+    terms: dict[str, tuple[PodAffinityTerm, ...]] = {}
+    for kind, attribute in (("podAffinity", "affinity"), ("podAntiAffinity", "anti_affinity")):
+        field_ = f"{prefix}.affinity.{kind}"
+        data = r.mapping(affinity, f"{prefix}.affinity", kind)
+        if data.get(PREFERRED_AFFINITY):
+            r.warn(f"{field_}.{PREFERRED_AFFINITY}", "preferred pod (anti-)affinity is not scheduled on; ignored")
+        path = f"{field_}.{REQUIRED_AFFINITY}"
+        items = r.items(data, field_, REQUIRED_AFFINITY)
+        terms[attribute] = r.read(
+            lambda value, f: tuple(_as_pod_affinity_term(item, f"{f}[{i}]") for i, item in enumerate(value)),
+            items,
+            path,
+            (),
+        )
+    if not terms["affinity"] and not terms["anti_affinity"]:
+        return None
+    return PodAffinity(terms["affinity"], terms["anti_affinity"])
+
+
+_LABEL_NAME = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?")
+_LABEL_PREFIX = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+POD_SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
+
+
+def _as_label_key(value: Any, field_: str) -> str:
+    """A label key: an optional DNS-subdomain prefix and '/', then up to 63 letters, digits, '-', '_' or '.'."""
+    key = _as_str(value, field_)
+    prefix, _, name = key.rpartition("/")
+    if (
+        not name
+        or len(name) > 63
+        or not _LABEL_NAME.fullmatch(name)
+        or ("/" in key and (not prefix or len(prefix) > 253 or not _LABEL_PREFIX.fullmatch(prefix)))
+    ):
+        raise FieldError(field_, f"{key!r} is not a label key (an optional DNS-subdomain prefix and '/', then a name)")
+    return key
+
+
+def _as_label_value(value: Any, field_: str) -> str:
+    text = _as_str(value, field_)
+    if len(text) > 63 or not _LABEL_NAME.fullmatch(text):
+        raise FieldError(field_, f"{text!r} is not a label value (up to 63 letters, digits, '-', '_' and '.')")
+    return text
+
+
+def _as_label_selector(value: Any, field_: str) -> LabelSelector:
+    """A metav1.LabelSelector, checked as the API server checks one."""
+    data = _as_map(value, field_)
+    labels = _as_map(data.get("matchLabels"), f"{field_}.matchLabels")
+    match_labels = tuple(
+        sorted(
+            (_as_label_key(key, f"{field_}.matchLabels"), _as_label_value(item, f"{field_}.matchLabels.{key}"))
+            for key, item in labels.items()
+        )
+    )
+    expressions = []
+    for i, item in enumerate(_as_list(data.get("matchExpressions"), f"{field_}.matchExpressions")):
+        path = f"{field_}.matchExpressions[{i}]"
+        entry = _as_map(item, path)
+        key = _as_label_key(entry.get("key"), f"{path}.key")
+        operator = _as_str(entry.get("operator"), f"{path}.operator")
+        if operator not in POD_SELECTOR_OPERATORS:
+            raise FieldError(f"{path}.operator", f"{operator!r} is not one of {', '.join(POD_SELECTOR_OPERATORS)}")
+        values = tuple(
+            _as_label_value(v, f"{path}.values[{j}]")
+            for j, v in enumerate(_as_list(entry.get("values"), f"{path}.values"))
+        )
+        if operator in ("In", "NotIn") and not values:
+            raise FieldError(f"{path}.values", f"{operator} needs at least one value")
+        if operator in ("Exists", "DoesNotExist") and values:
+            raise FieldError(f"{path}.values", f"{operator} takes no values")
+        expressions.append(LabelSelectorRequirement(key, operator, values))
+    return LabelSelector(match_labels, tuple(expressions))
+
+
+def _as_pod_affinity_term(value: Any, field_: str) -> PodAffinityTerm:
+    """One required term of podAffinity or podAntiAffinity, checked as the API server checks it."""
+    data = _as_map(value, field_)
+    topology_key = _as_str(data.get("topologyKey"), f"{field_}.topologyKey")
+    if not topology_key:
+        raise FieldError(f"{field_}.topologyKey", "is required (the node label whose values are the domains)")
+    _as_label_key(topology_key, f"{field_}.topologyKey")
+    selector = (
+        None
+        if data.get("labelSelector") is None
+        else _as_label_selector(data["labelSelector"], f"{field_}.labelSelector")
+    )
+    namespaces = []
+    for i, item in enumerate(_as_list(data.get("namespaces"), f"{field_}.namespaces")):
+        name = _as_str(item, f"{field_}.namespaces[{i}]")
+        if len(name) > 63 or not _NAMESPACE_NAME.fullmatch(name):
+            raise FieldError(f"{field_}.namespaces[{i}]", f"{name!r} is not a namespace name")
+        namespaces.append(name)
+    namespace_selector = (
+        None
+        if data.get("namespaceSelector") is None
+        else _as_label_selector(data["namespaceSelector"], f"{field_}.namespaceSelector")
+    )
+    keys: dict[str, tuple[str, ...]] = {}
+    for name in ("matchLabelKeys", "mismatchLabelKeys"):
+        items = _as_list(data.get(name), f"{field_}.{name}")
+        keys[name] = tuple(_as_label_key(item, f"{field_}.{name}[{i}]") for i, item in enumerate(items))
+        if keys[name] and selector is None:
+            raise FieldError(f"{field_}.{name}", "needs a labelSelector")
+    both = set(keys["matchLabelKeys"]) & set(keys["mismatchLabelKeys"])
+    if both:
+        raise FieldError(f"{field_}.mismatchLabelKeys", f"{', '.join(sorted(both))}: also in matchLabelKeys")
+    return PodAffinityTerm(
+        selector,
+        topology_key,
+        tuple(dict.fromkeys(namespaces)),
+        namespace_selector,
+        keys["matchLabelKeys"],
+        keys["mismatchLabelKeys"],
+    )
 
 
 def _as_node_affinity(value: Any, field_: str) -> NodeAffinity:
@@ -948,6 +1076,13 @@ def _as_requirement(value: Any, field_: str) -> NodeSelectorRequirement:
 
 
 # --- Queue, PodGroup, PriorityClass -----------------------------------------------------------------
+
+
+def _parse_namespace(doc: dict[str, Any], r: _Reader) -> Namespace:
+    """A v1 Namespace: its labels, for pod (anti-)affinity's namespaceSelector (with the label Kubernetes gives
+    every namespace, its name under kubernetes.io/metadata.name)."""
+    meta = _metadata(doc, r)
+    return Namespace(meta.name, {**meta.labels, NAMESPACE_NAME_LABEL: meta.name}, r.source, doc)
 
 
 def _parse_queue(doc: dict[str, Any], r: _Reader) -> Queue:
@@ -1268,6 +1403,7 @@ def _as_tiers(value: Any, field_: str) -> tuple[Tier, ...]:
 #: Parsers by (API group, kind); the version is not checked, so v1alpha1 and v1beta1 both load.
 _PARSERS: dict[tuple[str, str], Callable[[dict[str, Any], _Reader], Manifest]] = {
     ("", "Node"): _parse_node,
+    ("", "Namespace"): _parse_namespace,
     ("", "Pod"): _parse_pod,
     ("scheduling.volcano.sh", "Queue"): _parse_queue,
     ("scheduling.volcano.sh", "PodGroup"): _parse_podgroup,

@@ -136,6 +136,7 @@ def _kinds(ms: ManifestSet) -> list[tuple[str, Sequence[_Object], bool]]:
         ("Pod", ms.pods, True),
         ("PriorityClass", ms.priority_classes, False),
         ("SchedulerConfiguration", ms.configurations, False),
+        ("Namespace", ms.namespaces, False),
     ]
 
 

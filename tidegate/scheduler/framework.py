@@ -12,7 +12,9 @@ extension points it implements when a session opens; the session combines them:
 - filters: every filter must pass; static ones (labels, taints) are cached per pod shape, dynamic ones
   (resources, cards) per request: they may read only the task's request (and what derives from it) and
   node-table state, and are recomputed for the rows listed in NodeTable.changes; a plugin whose
-  results move for another reason appends the rows concerned to NodeTable.changes;
+  results move for another reason appends the rows concerned to NodeTable.changes, or registers a
+  placement filter (pod affinity: where other pods are), which keeps its own state and masks the shape's
+  totals for the tasks it constrains;
 - scores: summed (static first, then dynamic ones in registration order);
 - victims (preempt/reclaim): a task is a victim only when every plugin with an opinion allows it
   (stricter than Volcano's per-tier fall-through, so a gang is never broken below minMember). A victim
@@ -78,6 +80,18 @@ class RowScore(Protocol):
     """Optional scalar twin of a DynamicScore for one node: bit for bit `score(task, [row])[0]`."""
 
     def __call__(self, task: TaskInfo, row: int) -> float: ...
+
+
+class PlacementFilter(Protocol):
+    """A filter whose result moves with where other pods are rather than with a node's resources (pod affinity).
+    The session asks it beside each shape's cached totals, for the tasks it constrains only, so it keeps its own
+    state up to date (allocate/deallocate handlers) and its own caches."""
+
+    def mask(self, task: TaskInfo) -> BoolArray | None:
+        """The nodes the task may go to now; None when the filter leaves no node out for it."""
+        ...
+
+    def explain(self, task: TaskInfo) -> list[tuple[str, BoolArray]]: ...
 
 
 class CardSelector(Protocol):
@@ -177,6 +191,7 @@ class ExtensionPoints:
     queue_reclaim_allowed: list[AllocatableVote] = field(default_factory=list)
     static_filters: list[StaticFilter] = field(default_factory=list)
     dynamic_filters: list[DynamicFilter] = field(default_factory=list)
+    placement_filters: list[PlacementFilter] = field(default_factory=list)
     static_scores: list[StaticScore] = field(default_factory=list)
     dynamic_scores: list[DynamicScore] = field(default_factory=list)
     #: Scalar twins of dynamic filters and scores, keyed by what was registered above. When every

@@ -150,12 +150,9 @@ def _by_tier(
 
 
 def _shape_of(pod: Pod, affinity: NodeAffinity | None) -> tuple[object, ...]:
-    return (
-        pod.requests,
-        tuple(sorted(pod.node_selector.items())),
-        affinity,
-        pod.tolerations,
-    )
+    shape = (pod.requests, tuple(sorted(pod.node_selector.items())), affinity, pod.tolerations)
+    # pods with other pod (anti-)affinity terms fare differently: a failed one says nothing of the other
+    return shape if pod.pod_affinity is None else (*shape, pod.pod_affinity)
 
 
 class Session:
@@ -185,6 +182,10 @@ class Session:
         self.tasks: dict[str, TaskInfo] = {}
         #: How many of `tasks` are best-effort (`TaskInfo.best_effort`): backfill has nothing to do without one.
         self.best_effort_tasks = 0
+        #: How many of `tasks` have required pod (anti-)affinity: without one, no pod affinity is looked at.
+        self.affinity_tasks = 0
+        #: Labels of the namespaces that have a Namespace object, for pod affinity's namespaceSelector.
+        self.namespace_labels = snapshot.namespaces
         self.ext = ExtensionPoints()
         self.allocation_log: list[TaskInfo] = []
         #: Pipelined tasks (nominated to a node whose victims are leaving), by key: allocate binds them
@@ -326,7 +327,7 @@ class Session:
             # cannot be reused while the session lives; pods are values, not changed once here).
             requests, selector, affinity, tolerations = pod.requests, pod.node_selector, pod.affinity, pod.tolerations
             ident = (id(requests), id(selector), id(affinity), id(tolerations))
-            known = by_ident.get(ident)
+            known = by_ident.get(ident) if pod.pod_affinity is None else None
             if (
                 known is not None
                 and known[0] is requests
@@ -337,7 +338,8 @@ class Session:
                 entry = known[4]
             else:
                 entry = self._pod_entry(pod)
-                by_ident[ident] = (requests, selector, affinity, tolerations, entry)
+                if pod.pod_affinity is None:
+                    by_ident[ident] = (requests, selector, affinity, tolerations, entry)
             request, request_list, gpu, nonzero, best_effort, shape, shape_id = entry
             task = TaskInfo(
                 pod, job, request, gpu, shape, _PENDING, -1, (), request_list, shape_id, nonzero, best_effort
@@ -349,6 +351,8 @@ class Session:
             self.tasks[pod.key] = task
             if best_effort:
                 self.best_effort_tasks += 1
+            if pod.pod_affinity is not None:
+                self.affinity_tasks += 1
             if pod.node_name or pod.nominated_node_name or pod.phase is not _POD_PENDING:
                 self._account_existing(task)
                 if task.status in _FINISHED:
@@ -402,7 +406,10 @@ class Session:
             unknown = sorted(name for name in pod.requests if name not in self.index.col)
             if unknown:
                 raise ValueError(f"pod {pod.key} asks for {', '.join(unknown)}, which this session has no column for")
+        had_affinity = self.affinity_tasks
         job = self._add_job(group, queue, pods)
+        if self.affinity_tasks and not had_affinity:
+            self._open_plugins()  # the first pod with pod (anti-)affinity: plugins that look for them register now
         self._shapes.extend([None] * (len(self._shape_ids) - len(self._shapes)))
         if len(self._pods_by_ident) > MAX_IDENT_ENTRIES:
             # Arrivals made from templates share their objects, so the entries stay few; pods that share
@@ -776,6 +783,12 @@ class Session:
         if self._failed.get(shape) == self.freed:
             return None
         total = self._shape_cache(task).total
+        if self.ext.placement_filters:
+            allowed = self.placement_mask(task)
+            if allowed is not None:  # pod affinity: where other pods are now leaves nodes out for this task only
+                masked = np.where(allowed, total, NEG_INF)
+                row = int(masked.argmax()) if len(masked) else 0
+                return None if not len(masked) or masked[row] == NEG_INF else row
         row = int(total.argmax()) if len(total) else 0
         if not len(total) or total[row] == NEG_INF:  # no node at all, or none it fits on
             self._failed[shape] = self.freed
@@ -801,13 +814,32 @@ class Session:
         return job.hopeless_at == (self.table.generation, job.counts[_PENDING])
 
     def static_candidates(self, task: TaskInfo) -> BoolArray:
-        """Nodes that pass every filter that does not depend on resources (for preempt/reclaim)."""
-        return self._shape_cache(task).static_mask
+        """Nodes that pass every filter that does not depend on resources (for preempt/reclaim): the static ones,
+        and the placement filters as the other pods stand now (evicting pods does not make room for pod affinity)."""
+        static = self._shape_cache(task).static_mask
+        allowed = self.placement_mask(task)
+        return static if allowed is None else static & allowed
 
     def fits_now(self, task: TaskInfo, row: int) -> bool:
-        """Does the task pass every dynamic filter (resources, cards) on this node as it is now?"""
+        """Does the task pass every dynamic filter (resources, cards) and placement filter (pod affinity) on this
+        node as it is now?"""
         rows = np.array([row])
-        return all(bool(dynamic_filter.fit(task, rows)[0]) for dynamic_filter in self.ext.dynamic_filters)
+        if not all(bool(dynamic_filter.fit(task, rows)[0]) for dynamic_filter in self.ext.dynamic_filters):
+            return False
+        allowed = self.placement_mask(task)
+        return allowed is None or bool(allowed[row])
+
+    def placement_mask(self, task: TaskInfo) -> BoolArray | None:
+        """The nodes the placement filters (pod affinity) let the task go to now; None when they leave none out."""
+        filters = self.ext.placement_filters
+        if not filters:
+            return None
+        out: BoolArray | None = None
+        for placement_filter in filters:
+            allowed = placement_filter.mask(task)
+            if allowed is not None:
+                out = allowed if out is None else out & allowed
+        return out
 
     def fits_future_idle(self, task: TaskInfo, row: int, extra: IntArray | None = None) -> bool:
         future = self.table.future_idle_row(row)
@@ -817,6 +849,8 @@ class Session:
 
     def explain(self, task: TaskInfo) -> str:
         """Why no node takes the task: '0/40 nodes: 32 untolerated taint ..., 8 insufficient ...'."""
+        if self.placement_mask(task) is not None:  # it reads where other pods are: not the shape's to keep
+            return self._explain(task)
         state = (self.freed, len(self.table.changes), self.table.generation)
         held = self._explained.get(task.shape)
         if held is not None and held[0] == state:
@@ -843,6 +877,9 @@ class Session:
                 charge(reason, passing)
         for dynamic_filter in self.ext.dynamic_filters:
             for reason, passing in dynamic_filter.explain(task):
+                charge(reason, passing)
+        for placement_filter in self.ext.placement_filters:
+            for reason, passing in placement_filter.explain(task):
                 charge(reason, passing)
         available = n - int(failed.sum())
         detail = ", ".join(f"{count} {reason}" for reason, count in reasons.most_common())
@@ -975,8 +1012,9 @@ class Session:
         queue = job.queue
         for task in job.tasks:
             self._release_task(task)
-            if self.tasks.pop(task.key, None) is not None and task.best_effort:
-                self.best_effort_tasks -= 1
+            if self.tasks.pop(task.key, None) is not None:
+                self.best_effort_tasks -= task.best_effort
+                self.affinity_tasks -= task.pod.pod_affinity is not None
         if queue.settled.pop(id(job), None) is None:
             queue.jobs.remove(job)
         self.jobs.remove(job)

@@ -21,6 +21,9 @@ class Snapshot:
     groups: list[PodGroup]
     pods: list[Pod]
     now: float = 0.0
+    #: Labels of each namespace that has a Namespace object (pod affinity's namespaceSelector reads them; one
+    #: without has only the label Kubernetes gives every namespace, kubernetes.io/metadata.name).
+    namespaces: dict[str, dict[str, str]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
