@@ -14,7 +14,10 @@ with the same value of that node label form one domain. A pod may go to a node w
 "Pods" are the ones holding a node in the session: bound, placed in this cycle (a gang's earlier members
 included, until a statement's discard takes them back), nominated to a node, or leaving it. The index keeps, per
 term, how many such pods it selects in each domain, updated as pods are placed or leave (allocate/deallocate
-handlers), and each pod's mask over all nodes, kept until a count it reads moves.
+handlers), and each pod's mask over all nodes, kept until a count it reads moves. Terms are filed under a label
+a pod must have to be selected (a matchLabels pair, an In expression's values), and pods holding nodes under
+their labels, so a placement looks only at the terms that may select it, and a new term only at the pods it may
+select: thousands of jobs each spreading its own pods cost what they touch.
 """
 
 from __future__ import annotations
@@ -93,17 +96,71 @@ def terms_of(pod: Pod) -> tuple[tuple[Term, ...], tuple[Term, ...]]:
     return tuple(make_term(t, pod) for t in affinity.affinity), tuple(make_term(t, pod) for t in affinity.anti_affinity)
 
 
+Label = tuple[str, str]
+Contributions = list[tuple["_Counts", Any]]
+
+
+def anchors(selector: LabelSelector | None) -> tuple[Label, ...] | None:
+    """Labels one of which a pod must carry for the selector to select it: () when it selects no pod, None when no
+    such label is known (an empty selector, or only NotIn, Exists, DoesNotExist)."""
+    if selector is None:
+        return ()
+    if selector.match_labels:
+        return (selector.match_labels[0],)
+    for req in selector.match_expressions:
+        if req.operator == "In":
+            return tuple((req.key, value) for value in req.values)
+    return None
+
+
+@dataclass(eq=False, slots=True)
+class _Counts:
+    """Pods holding nodes, counted by domain (or by (topology key, domain)); `version` moves with every count."""
+
+    counts: Counter[Any]
+    version: int = 0
+
+
+class _Filed:
+    """Terms (or sets of terms) filed under the labels a pod needs to be selected (`anchors`)."""
+
+    def __init__(self) -> None:
+        self.by_label: dict[Label, list[Any]] = {}
+        self.loose: list[Any] = []
+
+    def add(self, item: Any, labels: tuple[Label, ...] | None) -> None:
+        if labels is None:
+            self.loose.append(item)
+        for label in labels or ():
+            self.by_label.setdefault(label, []).append(item)
+
+    def candidates(self, pod: Pod) -> list[Any]:
+        """The items that may select the pod (each once: a pod has one value per key)."""
+        out = list(self.loose)
+        by_label = self.by_label
+        if by_label:
+            for label in pod.labels.items():
+                found = by_label.get(label)
+                if found:
+                    out.extend(found)
+        return out
+
+
 @dataclass(eq=False, slots=True)
 class _Asker:
-    """What a pending pod's mask reads: its terms, and the existing anti-affinity terms that select it."""
+    """What a pending pod's mask reads: its terms' counts, and those of the existing anti-affinity terms that select
+    it (looked for again when such terms appear), with the versions its mask was made at."""
 
     pod: Pod
     affinity: tuple[Term, ...]
     anti: tuple[Term, ...]
     #: It matches all its own affinity terms (may be the first of its group).
     self_affine: bool
+    reads: list[_Counts]
+    existing: list[tuple[Term, _Counts]]
+    epoch: int = -1
+    seen: tuple[int, ...] | None = None
     mask: BoolArray | None = None
-    version: int = -1
 
 
 class PodAffinityIndex:
@@ -122,18 +179,21 @@ class PodAffinityIndex:
     def reset(self, namespace_labels: Mapping[str, Mapping[str, str]], holding: Iterable[TaskInfo]) -> None:
         """Count afresh, with these namespace labels, the tasks that hold a node."""
         self.namespace_labels = namespace_labels
-        #: Anti-affinity terms of pods holding nodes: domain code -> how many such pods there.
-        self.existing: dict[Term, Counter[int]] = {}
-        #: Pending pods' anti-affinity terms: domain code -> pods holding nodes there that the term selects.
-        self.selected: dict[Term, Counter[int]] = {}
-        #: Pending pods' affinity term sets: (topology key, code) -> pods there that match every term of the set.
-        self.together: dict[tuple[Term, ...], Counter[tuple[str, int]]] = {}
-        #: Pods counted: the node they hold, and where they were counted.
-        self.counted: dict[TaskInfo, tuple[int, list[tuple[Counter[Any], Any]]]] = {}
-        self._askers: dict[TaskInfo, _Asker | None] = {}
+        #: Anti-affinity terms of pods holding nodes: how many such pods in each domain.
+        self.existing: dict[Term, _Counts] = {}
+        self._existing_filed = _Filed()
+        self._epoch = 0  # bumped when an existing term appears: askers look again for the ones selecting them
+        #: Pending pods' anti-affinity terms: pods holding nodes that the term selects, by domain.
+        self.selected: dict[Term, _Counts] = {}
+        self._selected_filed = _Filed()
+        #: Pending pods' affinity term sets: pods matching every term of the set, by (topology key, domain).
+        self.together: dict[tuple[Term, ...], _Counts] = {}
+        self._together_filed = _Filed()
+        #: Pods counted: the node they hold, and where they were counted; and the same pods by label.
+        self.counted: dict[TaskInfo, tuple[int, Contributions]] = {}
+        self._holding_by_label: dict[Label, dict[TaskInfo, None]] = {}
+        self._askers: dict[TaskInfo, _Asker] = {}
         self._made: dict[TaskInfo, tuple[tuple[Term, ...], tuple[Term, ...]]] = {}
-        #: Bumped whenever a count moves (a mask computed at an older version is stale).
-        self.version = getattr(self, "version", 0) + 1
         #: Bumped when a pod counts towards an affinity term set (room appears for a pod that wants company).
         self.grown = 0
         for task in holding:
@@ -148,6 +208,9 @@ class PodAffinityIndex:
             found = self._made[task] = terms_of(task.pod)
         return found
 
+    def _code(self, key: str, row: int) -> int:
+        return int(self.codes(key)[row])
+
     # -- pods holding nodes -----------------------------------------------------------------------------
     def place(self, task: TaskInfo, gone: bool = False) -> None:
         """Count the task where it is now (a status that holds a node), or stop counting it (or when `gone`)."""
@@ -157,122 +220,130 @@ class PodAffinityIndex:
             if held[0] == row:
                 return
             self._uncount(task, held[1])
-        if row >= 0:
-            contributions: list[tuple[Counter[Any], Any]] = []
-            self.counted[task] = (row, contributions)
-            self._count_existing(task, row, contributions)
-            for term in self.selected:
-                self._count_selected(term, task, row, contributions)
-            for terms in self.together:
-                self._count_together(terms, task, row, contributions)
-
-    def _uncount(self, task: TaskInfo, contributions: list[tuple[Counter[Any], Any]]) -> None:
-        del self.counted[task]
-        for counts, key in contributions:
-            counts[key] -= 1
-            if not counts[key]:
-                del counts[key]
-        if contributions:
-            self.version += 1
-
-    def _add(self, counts: Counter[Any], key: Any, contributions: list[tuple[Counter[Any], Any]]) -> None:
-        counts[key] += 1
-        contributions.append((counts, key))
-        self.version += 1
-
-    def _count_existing(self, task: TaskInfo, row: int, contributions: list[tuple[Counter[Any], Any]]) -> None:
+        if row < 0:
+            return
+        contributions: Contributions = []
+        self.counted[task] = (row, contributions)
+        pod = task.pod
+        for label in pod.labels.items():
+            self._holding_by_label.setdefault(label, {})[task] = None
         _, anti = self._terms(task)
         for term in anti:
-            code = int(self.codes(term.topology_key)[row])
+            code = self._code(term.topology_key, row)
             if code >= 0:
-                self._add(self.existing.setdefault(term, Counter()), code, contributions)
+                counts = self.existing.get(term)
+                if counts is None:
+                    counts = self.existing[term] = _Counts(Counter())
+                    self._existing_filed.add(term, anchors(term.selector))
+                    self._epoch += 1
+                self._add(counts, code, contributions)
+        for term in self._selected_filed.candidates(pod):
+            self._count_selected(term, task, row, contributions)
+        for terms in self._together_filed.candidates(pod):
+            self._count_together(terms, task, row, contributions)
 
-    def _count_selected(
-        self, term: Term, task: TaskInfo, row: int, contributions: list[tuple[Counter[Any], Any]]
-    ) -> None:
+    def _uncount(self, task: TaskInfo, contributions: Contributions) -> None:
+        del self.counted[task]
+        for label in task.pod.labels.items():
+            holders = self._holding_by_label.get(label)
+            if holders is not None:
+                holders.pop(task, None)
+        for counts, key in contributions:
+            counts.counts[key] -= 1
+            if not counts.counts[key]:
+                del counts.counts[key]
+            counts.version += 1
+
+    @staticmethod
+    def _add(counts: _Counts, key: Any, contributions: Contributions) -> None:
+        counts.counts[key] += 1
+        counts.version += 1
+        contributions.append((counts, key))
+
+    def _count_selected(self, term: Term, task: TaskInfo, row: int, contributions: Contributions) -> None:
         if term.selects(task.pod, self.namespace_labels):
-            code = int(self.codes(term.topology_key)[row])
+            code = self._code(term.topology_key, row)
             if code >= 0:
                 self._add(self.selected[term], code, contributions)
 
-    def _count_together(
-        self, terms: tuple[Term, ...], task: TaskInfo, row: int, contributions: list[tuple[Counter[Any], Any]]
-    ) -> None:
+    def _count_together(self, terms: tuple[Term, ...], task: TaskInfo, row: int, contributions: Contributions) -> None:
         if all(term.selects(task.pod, self.namespace_labels) for term in terms):
             for term in terms:
-                code = int(self.codes(term.topology_key)[row])
+                code = self._code(term.topology_key, row)
                 if code >= 0:
                     self._add(self.together[terms], (term.topology_key, code), contributions)
                     self.grown += 1
 
+    def _holding(self, labels: tuple[Label, ...] | None) -> Iterable[TaskInfo]:
+        """The pods holding nodes that carry one of the labels (all of them for None)."""
+        if labels is None:
+            return list(self.counted)
+        found: dict[TaskInfo, None] = {}
+        for label in labels:
+            found.update(self._holding_by_label.get(label, {}))
+        return list(found)
+
     def _learn(self, anti: tuple[Term, ...], affinity: tuple[Term, ...]) -> None:
-        """Start counting for terms no pending pod asked before: every pod holding a node is looked at once."""
-        new_terms = [term for term in anti if term not in self.selected]
-        new_set = bool(affinity) and affinity not in self.together
-        if not new_terms and not new_set:
-            return
-        for term in new_terms:
-            self.selected[term] = Counter()
-        if new_set:
-            self.together[affinity] = Counter()
-        for task, (row, contributions) in self.counted.items():
-            for term in new_terms:
+        """Start counting for terms no pending pod asked before: the pods holding nodes they may select."""
+        for term in anti:
+            if term in self.selected:
+                continue
+            self.selected[term] = _Counts(Counter())
+            labels = anchors(term.selector)
+            self._selected_filed.add(term, labels)
+            for task in self._holding(labels):
+                row, contributions = self.counted[task]
                 self._count_selected(term, task, row, contributions)
-            if new_set:
+        if affinity and affinity not in self.together:
+            self.together[affinity] = _Counts(Counter())
+            labels = anchors(affinity[0].selector)
+            self._together_filed.add(affinity, labels)
+            for task in self._holding(labels):
+                row, contributions = self.counted[task]
                 self._count_together(affinity, task, row, contributions)
 
     # -- a pending pod's nodes ----------------------------------------------------------------------------
-    def _asker(self, task: TaskInfo) -> _Asker | None:
-        if task in self._askers:
-            return self._askers[task]
-        affinity, anti = self._terms(task)
-        found = None
-        if affinity or anti or self.existing:
+    def _asker(self, task: TaskInfo) -> _Asker:
+        asker = self._askers.get(task)
+        if asker is None:
+            affinity, anti = self._terms(task)
             self._learn(anti, affinity)
             self_affine = bool(affinity) and all(t.selects(task.pod, self.namespace_labels) for t in affinity)
-            found = _Asker(task.pod, affinity, anti, self_affine)
-        self._askers[task] = found
-        return found
+            reads = [self.selected[t] for t in anti] + ([self.together[affinity]] if affinity else [])
+            asker = self._askers[task] = _Asker(task.pod, affinity, anti, self_affine, reads, [])
+        if asker.epoch != self._epoch:  # existing anti-affinity terms appeared: which select this pod?
+            asker.existing = [
+                (term, self.existing[term])
+                for term in self._existing_filed.candidates(asker.pod)
+                if term.selects(asker.pod, self.namespace_labels)
+            ]
+            asker.epoch, asker.seen = self._epoch, None
+        return asker
 
     def mask(self, task: TaskInfo) -> BoolArray | None:
         """The nodes the task may go to as the pods holding nodes stand now; None when nothing constrains it."""
         asker = self._asker(task)
-        if asker is None and not self.existing:
+        if not asker.reads and not asker.existing:
             return None
-        if asker is None:  # a pod without terms, asked about before any existing anti-affinity term appeared
-            self._askers.pop(task, None)
-            asker = self._asker(task)
-            assert asker is not None
-        if asker.version != self.version:
-            asker.mask = self._compute(asker)
-            asker.version = self.version
+        seen = (*[counts.version for counts in asker.reads], *[counts.version for _, counts in asker.existing])
+        if seen != asker.seen:
+            parts = [passing for _, passing in self._explain(asker)]
+            mask = None
+            if parts:
+                mask = parts[0].copy()
+                for part in parts[1:]:
+                    mask &= part
+            asker.mask, asker.seen = mask, seen
         return asker.mask
 
-    def _compute(self, asker: _Asker) -> BoolArray | None:
-        """Every reason's mask ANDed, or None when no node is left out."""
-        parts = [mask for _, mask in self.explain_asker(asker)]
-        if not parts:
-            return None
-        out = parts[0].copy()
-        for part in parts[1:]:
-            out &= part
-        return out
-
     def explain(self, task: TaskInfo) -> list[tuple[str, BoolArray]]:
-        asker = self._asker(task)
-        if asker is None:
-            if not self.existing:
-                return []
-            self._askers.pop(task, None)
-            asker = self._asker(task)
-            assert asker is not None
-        return self.explain_asker(asker)
+        return self._explain(self._asker(task))
 
-    def explain_asker(self, asker: _Asker) -> list[tuple[str, BoolArray]]:
+    def _explain(self, asker: _Asker) -> list[tuple[str, BoolArray]]:
         """(reason, nodes that pass) for each of the three checks that leaves a node out."""
         out: list[tuple[str, BoolArray]] = []
         if asker.affinity:
-            counts = self.together[asker.affinity]
+            counts = self.together[asker.affinity].counts
             has_keys = np.ones(self.size, dtype=bool)
             company = np.ones(self.size, dtype=bool)
             for term in asker.affinity:
@@ -284,22 +355,18 @@ class PodAffinityIndex:
             passing = has_keys if alone else has_keys & company
             if not passing.all():
                 out.append((AFFINITY_REASON, passing))
-        anti_passing: BoolArray | None = None
-        for term in asker.anti:
-            occupied = {code for code, n in self.selected[term].items() if n > 0}
-            if occupied:
-                left = ~self._in_domains(self.codes(term.topology_key), occupied)
-                anti_passing = left if anti_passing is None else anti_passing & left
-        if anti_passing is not None and not anti_passing.all():
-            out.append((ANTI_AFFINITY_REASON, anti_passing))
-        existing_passing: BoolArray | None = None
-        for term, domains in self.existing.items():
-            occupied = {code for code, n in domains.items() if n > 0}
-            if occupied and term.selects(asker.pod, self.namespace_labels):
-                left = ~self._in_domains(self.codes(term.topology_key), occupied)
-                existing_passing = left if existing_passing is None else existing_passing & left
-        if existing_passing is not None and not existing_passing.all():
-            out.append((EXISTING_REASON, existing_passing))
+        for reason, terms in (
+            (ANTI_AFFINITY_REASON, [(term, self.selected[term]) for term in asker.anti]),
+            (EXISTING_REASON, asker.existing),
+        ):
+            allowed: BoolArray | None = None
+            for term, held in terms:
+                occupied = {code for code, n in held.counts.items() if n > 0}
+                if occupied:
+                    left = ~self._in_domains(self.codes(term.topology_key), occupied)
+                    allowed = left if allowed is None else allowed & left
+            if allowed is not None and not allowed.all():
+                out.append((reason, allowed))
         return out
 
     def forget_askers(self) -> None:
