@@ -275,3 +275,111 @@ def test_decisions_say_when_a_waiting_job_s_deadline_comes_so_event_driven_calle
     assert schedule(one_gpu_cluster(2 * HOUR, soon, later), SLA_FIRST).wake_at == math.inf
     without_sla = conf("enqueue, allocate", "gang, proportion")
     assert schedule(one_gpu_cluster(10.0, soon, later), without_sla).wake_at == math.inf
+
+
+SERVED = """
+apiVersion: v1
+kind: Node
+metadata: {name: n1}
+status: {allocatable: {cpu: "16", memory: 128Gi, nvidia.com/gpu: "8", pods: "110"}}
+---
+apiVersion: scheduling.volcano.sh/v1beta1
+kind: Queue
+metadata: {name: dev}
+spec: {weight: 1}
+---
+apiVersion: tidegate.io/v1alpha1
+kind: SchedulerConfiguration
+metadata: {name: sla}
+actions: "enqueue, allocate"
+tiers:
+- plugins: [{name: priority}, {name: sla}]
+- plugins: [{name: gang}, {name: predicates}, {name: proportion}]
+"""
+
+
+def served_job(name: str, gpus: int, replicas: int = 1, wait: str = "") -> str:
+    annotations = f"annotations: {{sla-waiting-time: {wait}}}" if wait else ""
+    return f"""
+apiVersion: batch.volcano.sh/v1alpha1
+kind: Job
+metadata: {{name: {name}, {annotations}}}
+spec:
+  queue: dev
+  minAvailable: {replicas}
+  tasks:
+  - name: w
+    replicas: {replicas}
+    template: {{spec: {{containers: [{{name: c, resources: {{requests: {{cpu: "1", nvidia.com/gpu: "{gpus}"}}}}}}]}}}}
+"""
+
+
+@pytest.mark.parametrize(
+    ("first_wait", "later", "second_wait", "runs"),
+    [
+        ("10m", 10.0, "1m", "second"),  # deadlines 600 and 70: the later submission goes first
+        ("100s", 50.0, "60s", "first"),  # deadlines 100 and 110 (with both created at 0, 100 and 60)
+    ],
+)
+def test_tidegate_serve_measures_waiting_times_from_each_submission(
+    first_wait: str, later: float, second_wait: str, runs: str
+) -> None:
+    """Two jobs with waiting times submitted while the node is full; the one with the earlier deadline, counted
+    from its submission, gets the room that frees first."""
+    from tidegate.clock import SimClock
+    from tidegate.live.control_plane import ControlPlane
+    from tidegate.live.jobs import JobPhase
+    from tidegate.model.objects import PodPhase
+
+    clock = SimClock()
+    plane = ControlPlane.from_manifests(load_text(SERVED, "cluster.yaml"), clock)
+    plane.submit(served_job("full", 4, replicas=2))
+    plane.cycle()
+    plane.submit(served_job("first", 4, wait=first_wait))
+    clock.call_at(later, lambda: None)
+    clock.run()
+    plane.submit(served_job("second", 4, wait=second_wait))
+    plane.cycle()
+    plane.report_pod("default/full-w-0", PodPhase.SUCCEEDED)
+    plane.cycle()
+    waits = "first" if runs == "second" else "second"
+    assert plane.jobs[f"default/{runs}"].phase is JobPhase.RUNNING
+    assert plane.jobs[f"default/{waits}"].phase is JobPhase.PENDING
+
+
+def test_the_simulator_runs_a_cycle_when_a_waiting_job_s_deadline_comes(tmp_path: Path) -> None:
+    """The engine's cycles follow events; b's deadline (its arrival plus the plugin's 300 s) is none, yet a cycle
+    runs then and admits it (the queue at capability refused it before)."""
+    from sim_builders import write_sim
+
+    from tidegate.sim.loader import load_simulation
+    from tidegate.sim.run import build_simulation, online_core
+
+    # job_id,user,vc,gpu_num,cpu_num,node_num,state,submit,start,end,duration,queue: a holds the 8 GPUs 1000 s
+    rows = "a,u,vc1,8,8,1,COMPLETED,0,0,1000,1000,0\nb,u,vc1,8,8,1,COMPLETED,0,0,100,100,0\n"
+    inp = load_simulation([str(write_sim(tmp_path / "sim", rows, ["idc-only"]))])
+    inp.config = conf(
+        "enqueue, allocate, backfill",
+        "priority, sla",
+        "gang, drf, predicates, capacity, nodeorder, binpack",
+        sla={"sla-waiting-time": "300s"},
+    )
+    cycles: dict[float, PodGroupPhase] = {}
+
+    def recording(inp: object, queues: list[object]) -> OnlineScheduler:
+        core = online_core(inp, queues)  # type: ignore[arg-type]
+        assert isinstance(core, OnlineScheduler)
+        cycle = core.cycle
+
+        def cycle_at(now: float) -> object:
+            decisions = cycle(now)
+            cycles[now] = core.jobs["default/b"].phase if "default/b" in core.jobs else PodGroupPhase.PENDING
+            return decisions
+
+        core.cycle = cycle_at  # type: ignore[method-assign,assignment]
+        return core
+
+    simulation, _ = build_simulation(inp, "s", "idc-only", core_factory=recording)  # type: ignore[arg-type]
+    simulation.run()
+    assert cycles[300.0] is PodGroupPhase.INQUEUE
+    assert all(phase is PodGroupPhase.PENDING for when, phase in cycles.items() if when < 300.0)
