@@ -139,7 +139,7 @@ _V = TypeVar("_V")
 def _by_tier(
     votes: list[_V], permits: list[JobCheck], ends: list[tuple[int, int]]
 ) -> list[tuple[list[_V], list[JobCheck]]] | None:
-    """The votes and permits of each tier (`ends`: where each tier's end in both lists), or None without permits."""
+    """The votes and permits of each tier (`ends`: where each tier ends in both lists), or None without permits."""
     if not permits:
         return None
     out, start = [], (0, 0)
