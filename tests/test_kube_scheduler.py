@@ -767,3 +767,66 @@ def test_a_podgroup_without_pods_neither_bursts_nor_counts_as_pending_until_its_
     scheduler.step(701.0)
     assert scheduler.overflowed == {"default/early": "default"}
     assert api._find("Pod", "early-0")["spec"]["tolerations"] == [{"key": "cloud.provider", "operator": "Exists"}]
+
+
+def test_pod_anti_affinity_and_namespace_labels_are_read_from_the_api_server() -> None:
+    """Two pods of a group that anti-affine each other on the hostname land on two nodes; a pod selected by an
+    existing pod's term whose namespaceSelector picks the pod's namespace by a Namespace's label waits, and is
+    placed once the Namespace loses that label."""
+    hosts = CLUSTER.replace("labels: {volcano.sh/node-type: idc}", "labels: {volcano.sh/node-type: idc, h: a}")
+    hosts += """---
+apiVersion: v1
+kind: Node
+metadata: {name: idc-1, labels: {volcano.sh/node-type: idc, h: b}}
+status: {allocatable: {cpu: "32", memory: 256Gi, nvidia.com/gpu: "4", pods: "110"}}
+---
+apiVersion: v1
+kind: Namespace
+metadata: {name: default, labels: {team: web}}
+"""
+    apart = (
+        "affinity: {podAntiAffinity: {requiredDuringSchedulingIgnoredDuringExecution: "
+        "[{labelSelector: {matchLabels: {app: web}}, topologyKey: h, namespaceSelector: {matchLabels: {team: web}}}]}}"
+    )
+    labelled = "namespace: default, labels: {app: web},"
+    web = [pod(f"web-{i}", 1, "web", extra=apart).replace("namespace: default,", labelled) for i in range(2)]
+    api = FakeApi(hosts + "---" + group("web", 2) + "---" + "---".join(web))
+    ClusterScheduler(api).step(0.0)
+    assert sorted(node for _, node, _ in api.binds) == ["idc-0", "idc-1"]
+    api.add(pod("third", 1).replace("namespace: default,", labelled))
+    scheduler = ClusterScheduler(api)
+    scheduler.step(1.0)
+    assert [name for name, _, _ in api.binds].count("third") == 0
+    next(d for d in api.docs if d["kind"] == "Namespace")["metadata"]["labels"] = {}
+    scheduler.step(2.0)
+    assert [name for name, _, _ in api.binds].count("third") == 1
+
+
+def test_a_podgroup_s_sla_waiting_time_is_measured_from_its_creation_and_a_quiet_scheduler_wakes_for_it() -> None:
+    sla = SchedulerConfiguration(
+        actions=("enqueue", "allocate"),
+        tiers=(
+            Tier((PluginOption("priority"), PluginOption("sla"))),
+            Tier((PluginOption("gang"), PluginOption("predicates"), PluginOption("proportion"))),
+        ),
+    )
+    capped = CLUSTER.replace("spec: {weight: 1}", 'spec: {weight: 1, capability: {nvidia.com/gpu: "4"}}')
+    running = pod("running", 4, node="idc-0").replace("status: {phase: Pending}", "status: {phase: Running}")
+    late = (
+        group("late", 1)
+        .replace(
+            "metadata: {name: late, namespace: default}",
+            'metadata: {name: late, namespace: default, creationTimestamp: "1970-01-01T00:00:00Z", '
+            "annotations: {sla-waiting-time: 60s}}",
+        )
+        .replace("queue: default}", "queue: default, minResources: {nvidia.com/gpu: 1}}")
+    )
+    api = FakeApi(capped + "---" + running + "---" + late + "---" + pod("late-0", 1, "late"))
+    api.version = lambda: 1  # type: ignore[method-assign]  # nothing changes: quiet cycles are left out
+    scheduler = ClusterScheduler(api, sla)
+    assert scheduler.step(10.0).wake_at == 60.0
+    assert api.statuses[-1][:2] == ("late", "Pending")
+    scheduler.step(30.0)
+    assert scheduler.quiet_cycles == 1  # nothing changed, and no deadline came
+    scheduler.step(60.0)
+    assert scheduler.quiet_cycles == 1 and api.statuses[-1][:2] == ("late", "Inqueue")

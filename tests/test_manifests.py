@@ -745,11 +745,13 @@ def test_pod_field_errors(tmp_path: Path, spec: str, field: str) -> None:
     assert (error.kind, error.name, error.field) == ("Pod", "p", field)
 
 
-def test_pod_anti_affinity_is_warned_about(tmp_path: Path) -> None:
+def test_pod_anti_affinity_is_read_and_a_term_without_topology_key_is_an_error(tmp_path: Path) -> None:
     ms = load(
         tmp_path, POD + "spec: {affinity: {podAntiAffinity: {requiredDuringSchedulingIgnoredDuringExecution: [{}]}}}\n"
     )
-    assert ms.errors == [] and fields(ms.warnings) == ["spec.affinity.podAntiAffinity"]
+    assert fields(ms.errors) == [
+        "spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[0].topologyKey"
+    ]
 
 
 # --- priority ---------------------------------------------------------------------------------------

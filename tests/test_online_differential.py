@@ -18,7 +18,16 @@ from hypothesis import HealthCheck, event, example, given, settings, target
 from hypothesis import strategies as st
 from scheduler_builders import CLOUD_TAINT, PROPORTION, TOLERATE_CLOUD, conf, job, node, queue, res
 
-from tidegate.model.objects import PodGroup, PodGroupPhase, PreemptionPolicy, SchedulerConfiguration, Tier
+from tidegate.model.objects import (
+    LabelSelector,
+    PodAffinity,
+    PodAffinityTerm,
+    PodGroup,
+    PodGroupPhase,
+    PreemptionPolicy,
+    SchedulerConfiguration,
+    Tier,
+)
 from tidegate.model.resources import Resources
 from tidegate.scheduler.online import OnlineScheduler
 from tidegate.sim.core import SnapshotCore
@@ -67,13 +76,35 @@ SWITCHED = dataclasses.replace(
         for tier in RECLAIMING.tiers
     ),
 )
+#: sla before gang, every job given 2 s: past it a job is admitted over proportion's refusal, and a gang that
+#: got part of its pods pipelined keeps its victims' room (the Permit ends the vote before gang's tier).
+SLA = conf(
+    "enqueue, allocate, reclaim, preempt, backfill",
+    "priority, sla",
+    "gang",
+    "drf, predicates, proportion, nodeorder, binpack, gpushare",
+    sla={"sla-waiting-time": "2s"},
+)
+#: drf with enableHierarchy over the p > a, b tree (hdrf from spec.parent, levels weighted by spec.weight), reclaiming.
+HDRF = dataclasses.replace(
+    RECLAIMING,
+    tiers=(
+        RECLAIMING.tiers[0],
+        Tier(
+            tuple(
+                dataclasses.replace(option, switches={"enableHierarchy": True} if option.name == "drf" else {})
+                for option in RECLAIMING.tiers[1].plugins
+            )
+        ),
+    ),
+)
 gang = st.tuples(
     st.just("gang"),
     st.sampled_from(["a", "b"]),
     st.integers(1, 3),
     st.sampled_from([1, 2, 4, 8, "slice"]),
     st.sampled_from([0, 10]),
-    st.sampled_from(["", "tolerates-cloud", "rack-r1"]),
+    st.sampled_from(["", "tolerates-cloud", "rack-r1", "spread", "apart", "near-apart"]),
     # now and then pods never evicted (volcano.sh/preemptable: false) or never preempting (Never)
     st.sampled_from(["", "", "", "not-preemptable", "never"]),
 )
@@ -94,6 +125,20 @@ operation = st.one_of(  # gangs and cycles three times as often as the rest: clu
     st.tuples(st.just("finish"), st.integers(0, 50)),
     st.tuples(st.just("weight"), st.sampled_from(["a", "b"]), st.integers(1, 5)),
 )
+
+
+HOST = "kubernetes.io/hostname"
+
+
+def selects(key: str, value: str) -> LabelSelector:
+    return LabelSelector(((key, value),))
+
+
+#: Gangs kept a rack apart from each other's pods, and gangs that want to be on a rack with one of them.
+PLACEMENT_AFFINITY = {
+    "apart": ({"tier": "apart"}, PodAffinity(anti_affinity=(PodAffinityTerm(selects("tier", "apart"), "rack"),))),
+    "near-apart": ({}, PodAffinity(affinity=(PodAffinityTerm(selects("tier", "apart"), "rack"),))),
+}
 
 
 class Twins:
@@ -125,7 +170,7 @@ class Twins:
             name = f"n{self.made}"
             self.nodes.append(name)
             self.cards[name] = set()
-            labels = {"rack": "r1" if op[1] else "r2"}
+            labels = {"rack": "r1" if op[1] else "r2", HOST: name}
             taints = [CLOUD_TAINT] if op[2] else []
             made = node(name, cpu=64, gpus=CARDS, gpu_mem_mib=CARD_MIB, labels=labels, taints=taints)
             self.both("add_nodes", [made])
@@ -151,6 +196,7 @@ class Twins:
                 queue_name,
                 replicas,
                 ask,
+                min_resources={name: amount * replicas for name, amount in ask.items()},  # enqueue judges them
                 priority=priority,
                 created=self.now,
                 tolerations=[TOLERATE_CLOUD] if placement == "tolerates-cloud" else [],
@@ -159,6 +205,12 @@ class Twins:
             for pod in gang.pods:
                 pod.preemptable = "not-preemptable" not in marks
                 pod.preemption_policy = PreemptionPolicy.NEVER if "never" in marks else pod.preemption_policy
+                pod.labels, pod.pod_affinity = PLACEMENT_AFFINITY.get(placement, ({}, None))
+                if placement == "spread":  # its pods on distinct nodes
+                    pod.labels = {"app": gang.group.name}
+                    pod.pod_affinity = PodAffinity(
+                        anti_affinity=(PodAffinityTerm(selects("app", pod.labels["app"]), HOST),)
+                    )
             self.both("add_group", gang.group, gang.pods)
             self.groups[gang.group.key] = []
             self.arrived[gang.group.key] = (gang.group, gang.pods)
@@ -223,8 +275,8 @@ class Twins:
 
 @pytest.mark.parametrize(
     ("config", "tree"),
-    [(PROPORTION, False), (RECLAIMING, False), (HIERARCHY, True), (SWITCHED, False)],
-    ids=["allocate", "reclaim-preempt", "capacity-hierarchy", "switched"],
+    [(PROPORTION, False), (RECLAIMING, False), (HIERARCHY, True), (SWITCHED, False), (SLA, False), (HDRF, True)],
+    ids=["allocate", "reclaim-preempt", "capacity-hierarchy", "switched", "sla", "hdrf"],
 )
 @settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(operation, min_size=1, max_size=40))

@@ -77,6 +77,7 @@ def test_known_actions_and_plugins() -> None:
         "nodeorder",
         "binpack",
         "gpushare",
+        "sla",
         "conformance",
         "overcommit",
     }

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import sys
+import time
+from datetime import UTC, datetime
 from enum import StrEnum
 from importlib.metadata import version as installed_version
 from typing import Annotated
@@ -86,10 +88,19 @@ def validate(
 def schedule(
     files: Annotated[list[str], typer.Option("-f", "--filename", help=FILES_HELP)],
     output: Annotated[Format, typer.Option("-o", "--output", help="Output format.")] = Format.table,
+    now: Annotated[
+        datetime | None,
+        typer.Option(
+            "--now",
+            help="The time the pass takes place at (RFC 3339; default: the clock's). An object without a "
+            "creationTimestamp counts as created then; the sla plugin measures waiting times up to it.",
+            formats=["%Y-%m-%dT%H:%M:%S%z", "%Y-%m-%dT%H:%M:%SZ", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d"],
+        ),
+    ] = None,
 ) -> None:
     """One scheduling pass over the manifests: placements, evictions and pending jobs with reasons."""
     ms = load_manifests(files, stdin=sys.stdin)
-    prepared = prepare(ms)
+    prepared = prepare(ms, _seconds(now))
     err = _stderr()
     warn(err, prepared.warnings)
     if prepared.errors:
@@ -97,6 +108,13 @@ def schedule(
         raise typer.Exit(1)
     decisions = run_schedule(prepared.snapshot, prepared.config)
     render(decisions, output.value, _stdout())
+
+
+def _seconds(moment: datetime | None) -> float:
+    """An instant as seconds since the epoch (a time without an offset is UTC, as creationTimestamps are read)."""
+    if moment is None:
+        return time.time()
+    return (moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)).timestamp()
 
 
 app.command()(simulate)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from tidegate.model.errors import ManifestError
 from tidegate.model.expand import workload_from
@@ -21,12 +21,18 @@ class Prepared:
 
 
 def prepare(ms: ManifestSet, now: float = 0.0) -> Prepared:
-    """Validate, expand vcjobs into PodGroups and pods, and pick the scheduler configuration."""
+    """Validate, expand vcjobs into PodGroups and pods, and pick the scheduler configuration. The snapshot is
+    taken at `now`; a PodGroup or pod without a creationTimestamp counts as created then (as the API server
+    stamps an object it creates, and `tidegate serve` one it admits)."""
     errors = [*ms.errors, *admission_errors(ms)]
     workload = workload_from(ms)
     # A vcjob's templates are resolved by the loader and again when expanded: the same problem once.
     errors = list(dict.fromkeys([*errors, *workload.errors]))
     pods = [pod for group in workload.groups for pod in workload.pods_by_group.get(group.key, [])]
+    groups = workload.groups
+    if now:
+        groups = [group if group.created else replace(group, created=now) for group in groups]
+        pods = [pod if pod.created else replace(pod, created=now) for pod in pods]
     config = ms.configurations[0] if ms.configurations else SchedulerConfiguration()
     warnings = list(dict.fromkeys([*ms.warnings, *workload.warnings]))
     if len(ms.configurations) > 1:
@@ -36,5 +42,6 @@ def prepare(ms: ManifestSet, now: float = 0.0) -> Prepared:
                 first.source, "SchedulerConfiguration", first.name, "", "several configurations given; using this one"
             )
         )
-    snapshot = Snapshot(nodes=ms.nodes, queues=ms.queues, groups=workload.groups, pods=pods, now=now)
+    namespaces = {namespace.name: namespace.labels for namespace in ms.namespaces}
+    snapshot = Snapshot(nodes=ms.nodes, queues=ms.queues, groups=groups, pods=pods, now=now, namespaces=namespaces)
     return Prepared(snapshot, config, errors, warnings)

@@ -38,7 +38,7 @@ class ClusterApi(Protocol):
     """The cluster as the scheduler sees it (a real API server, or a fake in tests)."""
 
     def list_objects(self) -> list[dict[str, Any]]:
-        """Nodes, PriorityClasses, Queues, PodGroups and Pods, each with its apiVersion and kind."""
+        """Nodes, PriorityClasses, Queues, PodGroups, Pods and Namespaces, each with its apiVersion and kind."""
         ...
 
     def version(self) -> int | None:
@@ -103,6 +103,7 @@ class KubeApi:
             (partial(custom, "queues"), volcano, "Queue"),
             (partial(custom, "podgroups"), volcano, "PodGroup"),
             (self.core.list_pod_for_all_namespaces, "v1", "Pod"),
+            (self.core.list_namespace, "v1", "Namespace"),  # their labels, for pod affinity's namespaceSelector
         ]
         self.watch = watch
         self.informers: list[Informer] = []

@@ -16,7 +16,7 @@ from typing import Any
 
 from tidegate.model.errors import Source
 from tidegate.model.manifests import Manifest, ManifestSet, load_objects
-from tidegate.model.objects import Node, Pod, PodGroup, PriorityClass, Queue
+from tidegate.model.objects import Namespace, Node, Pod, PodGroup, PriorityClass, Queue
 
 #: What the objects read from the API server are called in errors.
 SOURCE = "kube-apiserver"
@@ -74,7 +74,7 @@ class ObjectCache:
             return Source(SOURCE, fresh[source.index])  # the position in this listing
 
         bad = {error.source.index for error in parsed.errors}
-        objects: list[Manifest] = [*parsed.nodes, *parsed.queues, *parsed.podgroups, *parsed.pods]
+        objects: list[Manifest] = [*parsed.nodes, *parsed.queues, *parsed.podgroups, *parsed.pods, *parsed.namespaces]
         for parsed_obj in objects + list(parsed.priority_classes):
             if parsed_obj.source.index not in bad:
                 found[fresh[parsed_obj.source.index]] = parsed_obj
@@ -93,6 +93,7 @@ class ObjectCache:
             PodGroup: out.podgroups,
             Pod: out.pods,
             PriorityClass: out.priority_classes,
+            Namespace: out.namespaces,
         }
         for maybe in found:
             if maybe is not None:

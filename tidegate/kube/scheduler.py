@@ -82,7 +82,15 @@ def _expand(read: tuple[PodGroup | None, tuple[Pod, ...]], classes: Sequence[Pri
 
 def _seen(group: PodGroup, pods: Sequence[Pod]) -> _Seen:
     return _Seen(
-        (group.queue, group.min_member, group.min_resources, group.priority, group.affinity, group.preemptable),
+        (
+            group.queue,
+            group.min_member,
+            group.min_resources,
+            group.priority,
+            group.affinity,
+            group.preemptable,
+            group.waiting_time,
+        ),
         tuple(
             (
                 p.key,
@@ -98,6 +106,8 @@ def _seen(group: PodGroup, pods: Sequence[Pod]) -> _Seen:
                 p.preemption_policy,
                 tuple(sorted(p.node_selector.items())),
                 p.affinity,
+                tuple(sorted(p.labels.items())),  # what other pods' (anti-)affinity terms select
+                p.pod_affinity,
             )
             for p in pods
         ),
@@ -175,6 +185,7 @@ class ClusterScheduler:
         until, moved = self._overflow(core, self.burst, now) if self.burst is not None else (math.inf, False)
         did = decisions.binds or decisions.evictions or decisions.pipelined or moved
         quiet = not did and not failed
+        until = min(until, decisions.wake_at)  # a waiting group's sla deadline: a cycle then may admit it
         self._quiet_version, self._quiet_until = (version, until) if quiet else (None, -math.inf)
         self.bound += len(decisions.binds)
         self.evicted += len(decisions.evictions)
@@ -294,6 +305,7 @@ class ClusterScheduler:
             if changed:
                 core.add_nodes(changed)
             self._nodes = current
+        core.set_namespaces({namespace.name: namespace.labels for namespace in ms.namespaces})
         # Every group that went or changed leaves first: a pod may have moved from one group to another.
         for key in self._groups.keys() - groups.keys():
             core.remove_group(key)

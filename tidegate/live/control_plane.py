@@ -235,6 +235,7 @@ class ControlPlane(PlaneViews, FleetHosting):
         saved = store.load() if store is not None else None
         kept = saved.pools if saved is not None else {}
         plane = cls(clock, ms.nodes, ms.queues, config, ms.priority_classes, store, pools, hpas, burst, kept, budget)
+        plane.core.set_namespaces({namespace.name: namespace.labels for namespace in ms.namespaces})
         with plane._lock:
             if saved is not None:
                 plane._restore(saved)

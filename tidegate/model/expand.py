@@ -123,10 +123,17 @@ def expand_job(job: Job, priority_classes: PriorityClasses) -> tuple[PodGroup, l
         priority_class_name=job.priority_class_name,
         priority=group_priority,
         created=job.created,
+        waiting_time=job.waiting_time,  # Volcano's job controller copies the job's annotations onto its PodGroup
         source=job.source,
     )
-    group.raw = _podgroup_manifest(group)
+    group.raw = _podgroup_manifest(group, _job_annotations(job))
     return group, [pod for pods in pods_by_task for pod in pods]
+
+
+def _job_annotations(job: Job) -> dict[str, str]:
+    meta = job.raw.get("metadata")
+    annotations = meta.get("annotations") if isinstance(meta, Mapping) else None
+    return {str(k): v for k, v in annotations.items() if isinstance(v, str)} if isinstance(annotations, Mapping) else {}
 
 
 def job_min_available(job: Job) -> int:
@@ -347,7 +354,7 @@ def _resolve(job: Job, class_name: str, field_: str, classes: Mapping[str, Prior
         raise ManifestErrors([ManifestError(job.source, "Job", job.name, field_, exc.message)]) from None
 
 
-def _podgroup_manifest(group: PodGroup) -> dict[str, Any]:
+def _podgroup_manifest(group: PodGroup, annotations: Mapping[str, str] | None = None) -> dict[str, Any]:
     """The PodGroup as Volcano would store it, so generated groups can be written out like loaded ones."""
     spec: dict[str, Any] = {"queue": group.queue, "minMember": group.min_member}
     if group.min_resources:
@@ -356,12 +363,10 @@ def _podgroup_manifest(group: PodGroup) -> dict[str, Any]:
         spec["minTaskMember"] = dict(group.min_task_member)
     if group.priority_class_name:
         spec["priorityClassName"] = group.priority_class_name
-    return {
-        "apiVersion": "scheduling.volcano.sh/v1beta1",
-        "kind": "PodGroup",
-        "metadata": {"name": group.name, "namespace": group.namespace},
-        "spec": spec,
-    }
+    metadata: dict[str, Any] = {"name": group.name, "namespace": group.namespace}
+    if annotations:
+        metadata["annotations"] = dict(annotations)
+    return {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup", "metadata": metadata, "spec": spec}
 
 
 def _pod_manifest(pod: Pod, template: Mapping[str, Any]) -> dict[str, Any]:

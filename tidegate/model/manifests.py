@@ -16,6 +16,7 @@ bare pods into schedulable groups lives in expand.py.
 from __future__ import annotations
 
 import json
+import math
 import re
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -45,20 +46,29 @@ from tidegate.model.objects import (
     GPU_INDEX_ANNOTATION,
     GPU_MEMORY_ANNOTATION,
     GROUP_NAME_ANNOTATIONS,
+    HIERARCHY_ANNOTATION,
+    HIERARCHY_WEIGHTS_ANNOTATION,
+    NAMESPACE_NAME_LABEL,
     NAMESPACES_ANNOTATION,
     PLUGIN_SWITCHES,
     PRIORITY_ANNOTATION,
+    SLA_WAITING_TIME_ANNOTATIONS,
     TASK_SPEC_ANNOTATION,
     Job,
     JobAction,
     JobEvent,
+    LabelSelector,
+    LabelSelectorRequirement,
     LifecyclePolicy,
+    Namespace,
     Node,
     NodeAffinity,
     NodeSelectorRequirement,
     NodeSelectorTerm,
     PluginOption,
     Pod,
+    PodAffinity,
+    PodAffinityTerm,
     PodGroup,
     PodGroupPhase,
     PodPhase,
@@ -138,7 +148,7 @@ SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
 T = TypeVar("T")
 E = TypeVar("E", bound=Enum)
 
-Manifest = Node | Queue | PodGroup | Job | Pod | PriorityClass | SchedulerConfiguration
+Manifest = Node | Queue | PodGroup | Job | Pod | PriorityClass | SchedulerConfiguration | Namespace
 
 
 class SkippedDocument(NamedTuple):
@@ -160,6 +170,7 @@ class ManifestSet:
     pods: list[Pod] = field(default_factory=list)
     priority_classes: list[PriorityClass] = field(default_factory=list)
     configurations: list[SchedulerConfiguration] = field(default_factory=list)
+    namespaces: list[Namespace] = field(default_factory=list)
     skipped: list[SkippedDocument] = field(default_factory=list)
     #: The content of each skipped document, for loaders of other kinds (simulation specs, HPAs).
     other_documents: list[tuple[Source, dict[str, Any]]] = field(default_factory=list)
@@ -183,6 +194,8 @@ class ManifestSet:
                 self.priority_classes.append(obj)
             case SchedulerConfiguration():
                 self.configurations.append(obj)
+            case Namespace():
+                self.namespaces.append(obj)
 
     def raise_for_errors(self) -> None:
         """Raise ManifestErrors carrying every error, if there is any."""
@@ -647,6 +660,34 @@ def _as_duration(value: Any, field_: str) -> float | None:
     return -seconds if text.startswith("-") else seconds
 
 
+#: Go's longest time.Duration (2^63 - 1 nanoseconds), in seconds: time.ParseDuration refuses more.
+MAX_GO_DURATION_S = (2**63 - 1) / 1e9
+
+
+def as_waiting_time(value: Any, field_: str) -> float:
+    """An sla-waiting-time in seconds, read as Volcano reads it: a Go duration (time.ParseDuration: "1h2m3s",
+    "90m", "1.5h"; units ns, us, µs, ms, s, m, h), which must be positive. Raises FieldError otherwise (Volcano
+    logs the error and leaves the job without a waiting time)."""
+    if not isinstance(value, str):
+        raise FieldError(field_, f"expected a duration string such as 1h30m, got {_shown(value)}")
+    seconds = _as_duration(value.strip(), field_)
+    if seconds is None:
+        raise FieldError(field_, "is empty: give a duration such as 30m or 1h30m")
+    if seconds <= 0:
+        raise FieldError(field_, f"{value!r}: a waiting time must be positive")
+    if seconds > MAX_GO_DURATION_S:
+        raise FieldError(field_, f"{value!r}: longer than Go's longest duration (about 2562047h)")
+    return seconds
+
+
+def _waiting_time(annotations: Mapping[str, str], r: _Reader, prefix: str = "metadata.annotations") -> float | None:
+    """The sla-waiting-time annotation (SLA_WAITING_TIME_ANNOTATIONS, the first one given), in seconds."""
+    for key in SLA_WAITING_TIME_ANNOTATIONS:
+        if key in annotations:
+            return r.read(as_waiting_time, annotations[key], f"{prefix}.{key}", None)
+    return None
+
+
 class _Reader:
     """Reads the fields of one document, recording each bad field and carrying on with a default."""
 
@@ -931,6 +972,7 @@ def _pod_from_spec(meta: _Meta, spec: Mapping[str, Any], prefix: str, r: _Reader
         annotations=annotations,
         node_selector=r.read(_as_labels, spec.get("nodeSelector"), f"{prefix}.nodeSelector", {}),
         affinity=_read_affinity(spec, prefix, r),
+        pod_affinity=_read_pod_affinity(spec, prefix, r),
         tolerations=r.read(_as_tolerations, spec.get("tolerations"), f"{prefix}.tolerations", ()),
         priority_class_name=r.text(spec, prefix, "priorityClassName") or annotations.get(PRIORITY_ANNOTATION, ""),
         preemption_policy=_given_preemption_policy(spec, prefix, r) or PREEMPT_LOWER_PRIORITY,
@@ -1035,14 +1077,132 @@ def _as_tolerations(value: Any, field_: str) -> tuple[Toleration, ...]:
 
 
 def _read_affinity(spec: Mapping[str, Any], prefix: str, r: _Reader) -> NodeAffinity | None:
-    """spec.affinity.nodeAffinity; pod (anti-)affinity is not scheduled by tidegate and only warned about."""
+    """spec.affinity.nodeAffinity (pod (anti-)affinity: `_read_pod_affinity`)."""
     affinity = r.mapping(spec, prefix, "affinity")
-    for unsupported in ("podAffinity", "podAntiAffinity"):
-        if affinity.get(unsupported):
-            r.warn(f"{prefix}.affinity.{unsupported}", "tidegate does not schedule by pod (anti-)affinity; ignored")
     if affinity.get("nodeAffinity") is None:
         return None
     return r.read(_as_node_affinity, affinity["nodeAffinity"], f"{prefix}.affinity.nodeAffinity", None)
+
+
+def _read_pod_affinity(spec: Mapping[str, Any], prefix: str, r: _Reader) -> PodAffinity | None:
+    """spec.affinity.podAffinity and podAntiAffinity: their required terms, checked as the API server checks
+    them; preferred terms are kept in the document but not scheduled on (a warning says so)."""
+    affinity = r.mapping(spec, prefix, "affinity")
+    terms: dict[str, tuple[PodAffinityTerm, ...]] = {}
+    for kind, attribute in (("podAffinity", "affinity"), ("podAntiAffinity", "anti_affinity")):
+        field_ = f"{prefix}.affinity.{kind}"
+        data = r.mapping(affinity, f"{prefix}.affinity", kind)
+        if data.get(PREFERRED_AFFINITY):
+            r.warn(f"{field_}.{PREFERRED_AFFINITY}", "preferred pod (anti-)affinity is not scheduled on; ignored")
+        path = f"{field_}.{REQUIRED_AFFINITY}"
+        items = r.items(data, field_, REQUIRED_AFFINITY)
+        terms[attribute] = r.read(
+            lambda value, f: tuple(_as_pod_affinity_term(item, f"{f}[{i}]") for i, item in enumerate(value)),
+            items,
+            path,
+            (),
+        )
+    if not terms["affinity"] and not terms["anti_affinity"]:
+        return None
+    return PodAffinity(terms["affinity"], terms["anti_affinity"])
+
+
+_LABEL_NAME = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?")
+_LABEL_PREFIX = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+POD_SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
+
+
+def _as_label_key(value: Any, field_: str) -> str:
+    """A label key: an optional DNS-subdomain prefix and '/', then up to 63 letters, digits, '-', '_' or '.'."""
+    key = _as_str(value, field_)
+    prefix, _, name = key.rpartition("/")
+    if (
+        not name
+        or len(name) > 63
+        or not _LABEL_NAME.fullmatch(name)
+        or ("/" in key and (not prefix or len(prefix) > 253 or not _LABEL_PREFIX.fullmatch(prefix)))
+    ):
+        raise FieldError(field_, f"{key!r} is not a label key (an optional DNS-subdomain prefix and '/', then a name)")
+    return key
+
+
+def _as_label_value(value: Any, field_: str) -> str:
+    text = _as_str(value, field_)
+    if len(text) > 63 or not _LABEL_NAME.fullmatch(text):
+        raise FieldError(field_, f"{text!r} is not a label value (up to 63 letters, digits, '-', '_' and '.')")
+    return text
+
+
+def _as_label_selector(value: Any, field_: str) -> LabelSelector:
+    """A metav1.LabelSelector, checked as the API server checks one."""
+    data = _as_map(value, field_)
+    labels = _as_map(data.get("matchLabels"), f"{field_}.matchLabels")
+    match_labels = tuple(
+        sorted(
+            (_as_label_key(key, f"{field_}.matchLabels"), _as_label_value(item, f"{field_}.matchLabels.{key}"))
+            for key, item in labels.items()
+        )
+    )
+    expressions = []
+    for i, item in enumerate(_as_list(data.get("matchExpressions"), f"{field_}.matchExpressions")):
+        path = f"{field_}.matchExpressions[{i}]"
+        entry = _as_map(item, path)
+        key = _as_label_key(entry.get("key"), f"{path}.key")
+        operator = _as_str(entry.get("operator"), f"{path}.operator")
+        if operator not in POD_SELECTOR_OPERATORS:
+            raise FieldError(f"{path}.operator", f"{operator!r} is not one of {', '.join(POD_SELECTOR_OPERATORS)}")
+        values = tuple(
+            _as_label_value(v, f"{path}.values[{j}]")
+            for j, v in enumerate(_as_list(entry.get("values"), f"{path}.values"))
+        )
+        if operator in ("In", "NotIn") and not values:
+            raise FieldError(f"{path}.values", f"{operator} needs at least one value")
+        if operator in ("Exists", "DoesNotExist") and values:
+            raise FieldError(f"{path}.values", f"{operator} takes no values")
+        expressions.append(LabelSelectorRequirement(key, operator, values))
+    return LabelSelector(match_labels, tuple(expressions))
+
+
+def _as_pod_affinity_term(value: Any, field_: str) -> PodAffinityTerm:
+    """One required term of podAffinity or podAntiAffinity, checked as the API server checks it."""
+    data = _as_map(value, field_)
+    topology_key = _as_str(data.get("topologyKey"), f"{field_}.topologyKey")
+    if not topology_key:
+        raise FieldError(f"{field_}.topologyKey", "is required (the node label whose values are the domains)")
+    _as_label_key(topology_key, f"{field_}.topologyKey")
+    selector = (
+        None
+        if data.get("labelSelector") is None
+        else _as_label_selector(data["labelSelector"], f"{field_}.labelSelector")
+    )
+    namespaces = []
+    for i, item in enumerate(_as_list(data.get("namespaces"), f"{field_}.namespaces")):
+        name = _as_str(item, f"{field_}.namespaces[{i}]")
+        if not is_dns1123_label(name):
+            raise FieldError(f"{field_}.namespaces[{i}]", f"{name!r} is not a namespace name")
+        namespaces.append(name)
+    namespace_selector = (
+        None
+        if data.get("namespaceSelector") is None
+        else _as_label_selector(data["namespaceSelector"], f"{field_}.namespaceSelector")
+    )
+    keys: dict[str, tuple[str, ...]] = {}
+    for name in ("matchLabelKeys", "mismatchLabelKeys"):
+        items = _as_list(data.get(name), f"{field_}.{name}")
+        keys[name] = tuple(_as_label_key(item, f"{field_}.{name}[{i}]") for i, item in enumerate(items))
+        if keys[name] and selector is None:
+            raise FieldError(f"{field_}.{name}", "needs a labelSelector")
+    both = set(keys["matchLabelKeys"]) & set(keys["mismatchLabelKeys"])
+    if both:
+        raise FieldError(f"{field_}.mismatchLabelKeys", f"{', '.join(sorted(both))}: also in matchLabelKeys")
+    return PodAffinityTerm(
+        selector,
+        topology_key,
+        tuple(dict.fromkeys(namespaces)),
+        namespace_selector,
+        keys["matchLabelKeys"],
+        keys["mismatchLabelKeys"],
+    )
 
 
 def _as_node_affinity(value: Any, field_: str) -> NodeAffinity:
@@ -1104,6 +1264,13 @@ def _as_requirement(value: Any, field_: str) -> NodeSelectorRequirement:
 # --- Queue, PodGroup, PriorityClass -----------------------------------------------------------------
 
 
+def _parse_namespace(doc: dict[str, Any], r: _Reader) -> Namespace:
+    """A v1 Namespace: its labels, for pod (anti-)affinity's namespaceSelector (with the label Kubernetes gives
+    every namespace, its name under kubernetes.io/metadata.name)."""
+    meta = _metadata(doc, r)
+    return Namespace(meta.name, {**meta.labels, NAMESPACE_NAME_LABEL: meta.name}, r.source, doc)
+
+
 def _parse_queue(doc: dict[str, Any], r: _Reader) -> Queue:
     """A Volcano Queue; the state comes from status.state, else spec.state, else Open."""
     meta = _metadata(doc, r)
@@ -1128,6 +1295,7 @@ def _parse_queue(doc: dict[str, Any], r: _Reader) -> Queue:
             f"metadata.annotations.{NAMESPACES_ANNOTATION}",
             (),
         ),
+        **r.read(_as_hierarchy, meta.annotations, "metadata.annotations", _NO_HIERARCHY),
         source=r.source,
         raw=doc,
     )
@@ -1143,6 +1311,42 @@ def _as_namespaces(value: Any, field_: str) -> tuple[str, ...]:
         shown = ", ".join(map(repr, bad))
         raise FieldError(field_, f"{shown}: not a namespace name (up to 63 lowercase letters, digits and '-')")
     return tuple(dict.fromkeys(names))
+
+
+_NO_HIERARCHY: dict[str, Any] = {}
+
+
+def _as_hierarchy(annotations: Mapping[str, str], field_: str) -> dict[str, Any]:
+    """A queue's place in hdrf's tree, as Volcano's queue webhooks take it: volcano.sh/hierarchy and
+    volcano.sh/hierarchy-weights given together, as many weights as levels, each a number above 0; a path not
+    starting with "root" is put under it (weight 1), as the mutating webhook does."""
+    path, weights = annotations.get(HIERARCHY_ANNOTATION, ""), annotations.get(HIERARCHY_WEIGHTS_ANNOTATION, "")
+    if not path and not weights:
+        return {}
+    where = f"{field_}.{HIERARCHY_ANNOTATION}" if path else f"{field_}.{HIERARCHY_WEIGHTS_ANNOTATION}"
+    names, numbers = path.split("/"), weights.split("/")
+    if len(names) != len(numbers):
+        raise FieldError(
+            where,
+            f"{path!r} has {len(names)} level(s) but {HIERARCHY_WEIGHTS_ANNOTATION} {weights!r} has {len(numbers)}: "
+            "give one weight per level",
+        )
+    values = []
+    for number in numbers:
+        try:
+            value = float(number)
+        except ValueError:
+            value = math.nan
+        if not value > 0 or not math.isfinite(value):
+            raise FieldError(
+                f"{field_}.{HIERARCHY_WEIGHTS_ANNOTATION}", f"{number!r} in {weights!r}: a weight is a number above 0"
+            )
+        values.append(value)
+    if any(not name for name in names[1:]):
+        raise FieldError(f"{field_}.{HIERARCHY_ANNOTATION}", f"{path!r}: a level has no name")
+    if not path.startswith("root"):
+        names, values = ["root", *names], [1.0, *values]
+    return {"hierarchy": tuple(names), "hierarchy_weights": tuple(values)}
 
 
 def _parse_podgroup(doc: dict[str, Any], r: _Reader) -> PodGroup:
@@ -1169,6 +1373,7 @@ def _parse_podgroup(doc: dict[str, Any], r: _Reader) -> PodGroup:
         affinity=affinity,
         preemptable=_read_preemptable(meta, "", r),
         created=meta.created,
+        waiting_time=_waiting_time(meta.annotations, r),
         source=r.source,
         raw=doc,
     )
@@ -1232,6 +1437,7 @@ def _parse_job(doc: dict[str, Any], r: _Reader) -> Job:
         labels=meta.labels,
         annotations=meta.annotations,
         created=meta.created,
+        waiting_time=_waiting_time(meta.annotations, r),
         source=r.source,
         raw=doc,
     )
@@ -1419,6 +1625,7 @@ def _unknown_switch(key: str) -> str:
 #: Parsers by (API group, kind); the version was checked against kinds.GROUPS before.
 _PARSERS: dict[tuple[str, str], Callable[[dict[str, Any], _Reader], Manifest]] = {
     ("", "Node"): _parse_node,
+    ("", "Namespace"): _parse_namespace,
     ("", "Pod"): _parse_pod,
     ("scheduling.volcano.sh", "Queue"): _parse_queue,
     ("scheduling.volcano.sh", "PodGroup"): _parse_podgroup,

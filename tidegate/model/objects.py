@@ -32,6 +32,13 @@ TASK_SPEC_ANNOTATION = "volcano.sh/task-spec"
 #: ClusterQueue `namespaceSelector` says which namespaces may use it; a child queue takes only what its
 #: ancestors take too.
 NAMESPACES_ANNOTATION = "tidegate.io/namespaces"
+#: On a PodGroup (or a vcjob, whose annotations Volcano's job controller copies onto its PodGroup): the longest
+#: the job should wait (a Go duration, "1h30m"), read by the sla plugin; Volcano reads the first key, then the second.
+SLA_WAITING_TIME_ANNOTATIONS = ("volcano.sh/sla-waiting-time", "sla-waiting-time")
+#: On a Queue: its place in the drf plugin's hierarchy ("root/eng/dev") and each level's weight ("1/2/8"), read
+#: when drf runs with enableHierarchy (Volcano's hdrf); tidegate's spec.parent tree is another thing, see Queue.
+HIERARCHY_ANNOTATION = "volcano.sh/hierarchy"
+HIERARCHY_WEIGHTS_ANNOTATION = "volcano.sh/hierarchy-weights"
 DEFAULT_MAX_RETRY = 3
 #: Resources a queue capability of 0 leaves unlimited: Volcano's proportion and capacity plugins raise
 #: a capability's MilliCPU and Memory at or below 0 to MaxFloat64, and keep every other quantity as given.
@@ -130,6 +137,75 @@ class NodeAffinity:
         return any(term.matches(labels) for term in self.required)
 
 
+#: The label Kubernetes (1.21 on) gives every namespace: its name, so a namespaceSelector can pick namespaces by name.
+NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
+
+
+@dataclass(frozen=True, slots=True)
+class LabelSelectorRequirement:
+    key: str
+    operator: str  # In | NotIn | Exists | DoesNotExist
+    values: tuple[str, ...] = ()
+
+    def matches(self, labels: dict[str, str]) -> bool:
+        value = labels.get(self.key)
+        if self.operator == "In":
+            return value is not None and value in self.values
+        if self.operator == "NotIn":
+            return value is None or value not in self.values
+        if self.operator == "Exists":
+            return value is not None
+        return value is None  # DoesNotExist
+
+
+@dataclass(frozen=True, slots=True)
+class LabelSelector:
+    """A metav1.LabelSelector: matchLabels and matchExpressions ANDed; an empty selector matches everything (a
+    missing one, None where it is optional, matches nothing, as metav1.LabelSelectorAsSelector reads them)."""
+
+    match_labels: tuple[tuple[str, str], ...] = ()
+    match_expressions: tuple[LabelSelectorRequirement, ...] = ()
+
+    def matches(self, labels: dict[str, str]) -> bool:
+        return all(labels.get(key) == value for key, value in self.match_labels) and all(
+            req.matches(labels) for req in self.match_expressions
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class PodAffinityTerm:
+    """One required pod (anti-)affinity term, as written: the pods it selects (label_selector; None selects none),
+    in which namespaces (`namespaces`, `namespace_selector`: both empty mean the pod's own namespace), and the
+    node label whose values are the topology domains. matchLabelKeys and mismatchLabelKeys add `key In (value)`
+    and `key NotIn (value)` for the pod's own label values, as the API server does when it creates the pod."""
+
+    label_selector: LabelSelector | None
+    topology_key: str
+    namespaces: tuple[str, ...] = ()
+    namespace_selector: LabelSelector | None = None
+    match_label_keys: tuple[str, ...] = ()
+    mismatch_label_keys: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class PodAffinity:
+    """A pod's required inter-pod terms: podAffinity (to be in a domain with pods each term selects) and
+    podAntiAffinity (not in a domain with any pod a term selects). Preferred terms are not scheduled on."""
+
+    affinity: tuple[PodAffinityTerm, ...] = ()
+    anti_affinity: tuple[PodAffinityTerm, ...] = ()
+
+
+@dataclass(slots=True)
+class Namespace:
+    """A v1 Namespace, for namespaceSelectors in pod (anti-)affinity: its labels (with NAMESPACE_NAME_LABEL)."""
+
+    name: str
+    labels: dict[str, str] = field(default_factory=dict)
+    source: Source = NO_SOURCE
+    raw: dict[str, Any] = field(default_factory=dict)
+
+
 @dataclass(slots=True)
 class Node:
     name: str
@@ -195,6 +271,8 @@ class Pod:
     annotations: dict[str, str] = field(default_factory=dict)
     node_selector: dict[str, str] = field(default_factory=dict)
     affinity: NodeAffinity | None = None
+    #: Required pod affinity and anti-affinity (None when the pod has neither).
+    pod_affinity: PodAffinity | None = None
     tolerations: tuple[Toleration, ...] = ()
     priority: int = 0
     priority_class_name: str = ""
@@ -252,6 +330,8 @@ class PodGroup:
     #: of its pods is evicted (as Volcano's gang eviction actions read it).
     preemptable: bool | None = None
     created: float = 0.0
+    #: The sla-waiting-time annotation in seconds (SLA_WAITING_TIME_ANNOTATIONS), None when absent.
+    waiting_time: float | None = None
     source: Source = NO_SOURCE
     raw: dict[str, Any] = field(default_factory=dict)
 
@@ -279,6 +359,9 @@ class Queue:
     state: QueueState = QueueState.OPEN
     #: The namespaces whose work the queue takes (NAMESPACES_ANNOTATION); empty: every namespace.
     namespaces: tuple[str, ...] = ()
+    #: Its path in hdrf's tree from "root" (HIERARCHY_ANNOTATION) and each level's weight, () when not given.
+    hierarchy: tuple[str, ...] = ()
+    hierarchy_weights: tuple[float, ...] = ()
     source: Source = NO_SOURCE
     raw: dict[str, Any] = field(default_factory=dict)
 
@@ -365,6 +448,8 @@ class Job:
     labels: dict[str, str] = field(default_factory=dict)
     annotations: dict[str, str] = field(default_factory=dict)
     created: float = 0.0
+    #: The job's sla-waiting-time annotation in seconds, which its PodGroup takes (None when absent).
+    waiting_time: float | None = None
     source: Source = NO_SOURCE
     raw: dict[str, Any] = field(default_factory=dict)
 

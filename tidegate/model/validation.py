@@ -22,6 +22,7 @@ from tidegate.model.names import DNS1123_LABEL_RULE, DNS1123_SUBDOMAIN_RULE, is_
 from tidegate.model.objects import (
     DEFAULT_QUEUE,
     GROUP_NAME_ANNOTATIONS,
+    HIERARCHY_ANNOTATION,
     NAMESPACES_ANNOTATION,
     ROOT_QUEUE,
     Job,
@@ -51,6 +52,7 @@ KNOWN_PLUGINS: tuple[str, ...] = (
     "nodeorder",
     "binpack",
     "gpushare",
+    "sla",
     "conformance",
     "overcommit",
 )
@@ -130,6 +132,7 @@ def _kinds(ms: ManifestSet) -> list[tuple[str, Sequence[_Object], bool]]:
         ("Pod", ms.pods, True),
         ("PriorityClass", ms.priority_classes, False),
         ("SchedulerConfiguration", ms.configurations, False),
+        ("Namespace", ms.namespaces, False),
     ]
 
 
@@ -210,6 +213,24 @@ class _QueueTree:
             yield from self._own_errors(queue)
             yield from self._parent_errors(queue)
             yield from self._children_errors(queue)
+            yield from self._hierarchy_errors(queue)
+
+    def _hierarchy_errors(self, queue: Queue) -> Iterator[ManifestError]:
+        """Volcano's queue webhook: a queue's volcano.sh/hierarchy may not lead to another queue's (a queue at
+        root/sci and one at root/sci/dev conflict: hdrf's tree hangs jobs on its leaves only)."""
+        if not queue.hierarchy:
+            return
+        below = "/".join(queue.hierarchy) + "/"
+        for other in self.by_name.values():
+            if other.name != queue.name and "/".join(other.hierarchy).startswith(below):
+                yield _error(
+                    queue,
+                    "Queue",
+                    f"metadata.annotations.{HIERARCHY_ANNOTATION}",
+                    f"{'/'.join(queue.hierarchy)!r} leads to queue {other.name!r}'s {'/'.join(other.hierarchy)!r}: "
+                    "a queue's place in the hierarchy may not be above another queue's",
+                )
+                return
 
     def _own_errors(self, queue: Queue) -> Iterator[ManifestError]:
         if not MIN_QUEUE_WEIGHT <= queue.weight <= MAX_QUEUE_WEIGHT:

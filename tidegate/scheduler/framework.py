@@ -6,11 +6,15 @@ extension points it implements when a session opens; the session combines them:
 - order keys (jobs, queues, tasks): concatenated in tier order, so the first plugin that tells
   two objects apart decides, exactly like Volcano's first non-zero comparison;
 - votes (job valid/enqueueable/ready/pipelined, queue allocatable/overused): every plugin must agree;
-  an enqueueable vote reads only the job's queue and minResources (and the session's state);
+  an enqueueable vote reads only the job's queue and minResources (and the session's state). A permit
+  (job enqueueable/pipelined: Volcano's Permit, where a vote that allows is its Abstain) ends the vote
+  after its plugin's tier: plugins of later tiers are not asked, refusals in its tier and before still win;
 - filters: every filter must pass; static ones (labels, taints) are cached per pod shape, dynamic ones
   (resources, cards) per request: they may read only the task's request (and what derives from it) and
   node-table state, and are recomputed for the rows listed in NodeTable.changes; a plugin whose
-  results move for another reason appends the rows concerned to NodeTable.changes;
+  results move for another reason appends the rows concerned to NodeTable.changes, or registers a
+  placement filter (pod affinity: where other pods are), which keeps its own state and masks the shape's
+  totals for the tasks it constrains;
 - scores: summed (static first, then dynamic ones in registration order);
 - victims (preempt/reclaim): a task is a victim only when every plugin with an opinion allows it
   (stricter than Volcano's per-tier fall-through, so a gang is never broken below minMember). A victim
@@ -42,7 +46,15 @@ from tidegate.scheduler.node_table import BoolArray, FloatArray, IntArray
 if TYPE_CHECKING:
     from tidegate.scheduler.session import Session
 
-OrderKey = Callable[[Any], float]
+
+class OrderValue(Protocol):
+    """What an order key returns besides a float: a value that compares like one (hdrf's PathKey, whose `==` is
+    Volcano's comparison returning 0, so the next key decides)."""
+
+    def __lt__(self, other: Any, /) -> bool: ...
+
+
+OrderKey = Callable[[Any], float | OrderValue]
 #: A vote returns None to allow, or the reason it refuses (shown to users).
 JobVote = Callable[[JobInfo], str | None]
 JobCheck = Callable[[JobInfo], bool]
@@ -81,6 +93,18 @@ class RowScore(Protocol):
     """Optional scalar twin of a DynamicScore for one node: bit for bit `score(task, [row])[0]`."""
 
     def __call__(self, task: TaskInfo, row: int) -> float: ...
+
+
+class PlacementFilter(Protocol):
+    """A filter whose result moves with where other pods are rather than with a node's resources (pod affinity).
+    The session asks it beside each shape's cached totals, for the tasks it constrains only, so it keeps its own
+    state up to date (allocate/deallocate handlers) and its own caches."""
+
+    def mask(self, task: TaskInfo) -> BoolArray | None:
+        """The nodes the task may go to now; None when the filter leaves no node out for it."""
+        ...
+
+    def explain(self, task: TaskInfo) -> list[tuple[str, BoolArray]]: ...
 
 
 class CardSelector(Protocol):
@@ -169,8 +193,13 @@ class ExtensionPoints:
     #: reserved, refused at any higher, and so is a job asking more (enqueue relies on it to skip a
     #: queue's refused backlog).
     job_enqueueable: list[JobVote] = field(default_factory=list)
+    #: Permits (True: Volcano's Permit, False: Abstain): the job is enqueueable whatever the votes of later
+    #: tiers say (those of the permit's tier and earlier ones still count). May also read `Session.now`.
+    job_enqueue_permit: list[JobCheck] = field(default_factory=list)
     job_ready: list[JobCheck] = field(default_factory=list)
     job_pipelined: list[JobCheck] = field(default_factory=list)
+    #: Permits for job_pipelined, combined the same way.
+    job_pipeline_permit: list[JobCheck] = field(default_factory=list)
     job_starving: list[JobCheck] = field(default_factory=list)
     queue_overused: list[QueueVote] = field(default_factory=list)
     queue_allocatable: list[AllocatableVote] = field(default_factory=list)
@@ -178,6 +207,7 @@ class ExtensionPoints:
     queue_reclaim_allowed: list[AllocatableVote] = field(default_factory=list)
     static_filters: list[StaticFilter] = field(default_factory=list)
     dynamic_filters: list[DynamicFilter] = field(default_factory=list)
+    placement_filters: list[PlacementFilter] = field(default_factory=list)
     static_scores: list[StaticScore] = field(default_factory=list)
     dynamic_scores: list[DynamicScore] = field(default_factory=list)
     #: Scalar twins of dynamic filters and scores, keyed by what was registered above. When every
@@ -197,6 +227,9 @@ class ExtensionPoints:
     victim_queue_order: list[VictimQueueKey] = field(default_factory=list)
     on_allocate: list[EventHandler] = field(default_factory=list)
     on_deallocate: list[EventHandler] = field(default_factory=list)
+    #: When a plugin's votes next change with `Session.now` alone (a deadline passing): the earliest such time
+    #: after now, inf for none (`Decisions.wake_at`).
+    wake_at: list[Callable[[], float]] = field(default_factory=list)
 
     def merge(self, other: ExtensionPoints, dropped: Collection[str] = ()) -> None:
         """Add what one plugin registered (`other`) after what is here, leaving out the points named in
@@ -221,10 +254,10 @@ SWITCHED_POINTS: Mapping[str, tuple[str, ...]] = {
     "enableTaskOrder": ("task_order",),
     "enableQueueOrder": ("queue_order",),
     "enableJobReady": ("job_ready",),
-    "enableJobPipelined": ("job_pipelined",),
+    "enableJobPipelined": ("job_pipelined", "job_pipeline_permit"),
     "enableJobStarving": ("job_starving",),
     # Volcano reads enableJobEnqueued for both JobEnqueueable and JobEnqueued.
-    "enableJobEnqueued": ("job_enqueueable",),
+    "enableJobEnqueued": ("job_enqueueable", "job_enqueue_permit"),
     "enabledOverused": ("queue_overused",),
     "enabledAllocatable": ("queue_allocatable",),
     "enablePreemptive": ("queue_reclaim_allowed",),

@@ -9,7 +9,7 @@ costs O(nodes + pods). A simulator replaying a month, or a live control loop, ke
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 
 from tidegate.model.objects import Node, Pod, PodGroup, Queue, SchedulerConfiguration
 from tidegate.scheduler.framework import PluginRegistry
@@ -31,6 +31,7 @@ class OnlineScheduler:
         registry: PluginRegistry | None = None,
         resources: Collection[str] = (),
         report_waiting: bool = True,
+        namespaces: Mapping[str, Mapping[str, str]] | None = None,
     ) -> None:
         """With `report_waiting` False a cycle's decisions list only the groups it placed or whose pods are
         pipelined (not every waiting one, which costs a long queue's length each cycle); ask
@@ -40,7 +41,8 @@ class OnlineScheduler:
         if unknown:
             raise ValueError(f"unknown action(s) {', '.join(unknown)}; known: {', '.join(ACTIONS)}")
         self.nodes = {node.name: node for node in nodes}
-        snapshot = Snapshot(list(nodes), list(queues), [], [])
+        labels = {name: dict(those) for name, those in (namespaces or {}).items()}
+        snapshot = Snapshot(list(nodes), list(queues), [], [], namespaces=labels)
         self.ssn = Session(snapshot, self.config, registry or default_registry(), extra_resources=resources)
         self.jobs: dict[str, JobInfo] = {}
         #: Jobs with pods not yet placed, in arrival order (what each cycle reports as pending).
@@ -97,6 +99,14 @@ class OnlineScheduler:
         if task is None:
             raise ValueError(f"pod {key} is not in the scheduler")
         self.ssn.finish_task(task, TaskStatus.SUCCEEDED if succeeded else TaskStatus.FAILED)
+
+    def set_namespaces(self, labels: Mapping[str, Mapping[str, str]]) -> None:
+        """The labels of the namespaces that have a Namespace object (pod affinity's namespaceSelector reads
+        them), from the next cycle."""
+        fresh = {name: dict(those) for name, those in labels.items()}
+        if fresh != self.ssn.namespace_labels:
+            self.ssn.namespace_labels = fresh
+            self.ssn.freed += 1  # other pods may select, or stop selecting, a waiting pod
 
     def set_queue(self, queue: Queue) -> None:
         """Edit a queue live (e.g. its weight); it takes effect at the next cycle."""

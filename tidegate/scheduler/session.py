@@ -29,6 +29,7 @@ from tidegate.model.quantity import scale_of
 from tidegate.model.resources import PODS, Resources
 from tidegate.scheduler.framework import (
     ExtensionPoints,
+    JobCheck,
     Plugin,
     PluginRegistry,
     RowFilter,
@@ -140,13 +141,26 @@ def _sorted(items: Iterable[_T], key: Callable[[_T], tuple[object, ...]]) -> lis
     return out
 
 
+_V = TypeVar("_V")
+
+
+def _by_tier(
+    votes: list[_V], permits: list[JobCheck], ends: list[tuple[int, int]]
+) -> list[tuple[list[_V], list[JobCheck]]] | None:
+    """The votes and permits of each tier (`ends`: where each tier ends in both lists), or None without permits."""
+    if not permits:
+        return None
+    out, start = [], (0, 0)
+    for end in ends:
+        out.append((votes[start[0] : end[0]], permits[start[1] : end[1]]))
+        start = end
+    return out
+
+
 def _shape_of(pod: Pod, affinity: NodeAffinity | None) -> tuple[object, ...]:
-    return (
-        pod.requests,
-        tuple(sorted(pod.node_selector.items())),
-        affinity,
-        pod.tolerations,
-    )
+    shape = (pod.requests, tuple(sorted(pod.node_selector.items())), affinity, pod.tolerations)
+    # pods with other pod (anti-)affinity terms fare differently: a failed one says nothing of the other
+    return shape if pod.pod_affinity is None else (*shape, pod.pod_affinity)
 
 
 class Session:
@@ -176,6 +190,10 @@ class Session:
         self.tasks: dict[str, TaskInfo] = {}
         #: How many of `tasks` are best-effort (`TaskInfo.best_effort`): backfill has nothing to do without one.
         self.best_effort_tasks = 0
+        #: How many of `tasks` have required pod (anti-)affinity: without one, no pod affinity is looked at.
+        self.affinity_tasks = 0
+        #: Labels of the namespaces that have a Namespace object, for pod affinity's namespaceSelector.
+        self.namespace_labels = snapshot.namespaces
         self.ext = ExtensionPoints()
         self.allocation_log: list[TaskInfo] = []
         #: Pipelined tasks (nominated to a node whose victims are leaving), by key: allocate binds them
@@ -201,10 +219,13 @@ class Session:
         self.plugins: list[Plugin] = []
         #: Per plugin, the extension points its tier entry switches off (`framework.switched_off`).
         self._switched_off: list[frozenset[str]] = []
+        #: Per plugin: is it the last of its tier (votes with permits combine tier by tier)?
+        self._ends_tier: list[bool] = []
         for tier in config.tiers:
-            for option in tier.plugins:
+            for i, option in enumerate(tier.plugins):
                 self.plugins.append(registry.create(option.name, option.arguments, option.switches))
                 self._switched_off.append(switched_off(option))
+                self._ends_tier.append(i + 1 == len(tier.plugins))
         #: Every plugin keeps its registrations from cycle to cycle (`Plugin.reopens_in_place`).
         self._in_place = all(plugin.reopens_in_place for plugin in self.plugins)
         self._open_plugins()
@@ -316,7 +337,7 @@ class Session:
             # cannot be reused while the session lives; pods are values, not changed once here).
             requests, selector, affinity, tolerations = pod.requests, pod.node_selector, pod.affinity, pod.tolerations
             ident = (id(requests), id(selector), id(affinity), id(tolerations))
-            known = by_ident.get(ident)
+            known = by_ident.get(ident) if pod.pod_affinity is None else None
             if (
                 known is not None
                 and known[0] is requests
@@ -327,7 +348,8 @@ class Session:
                 entry = known[4]
             else:
                 entry = self._pod_entry(pod)
-                by_ident[ident] = (requests, selector, affinity, tolerations, entry)
+                if pod.pod_affinity is None:
+                    by_ident[ident] = (requests, selector, affinity, tolerations, entry)
             request, request_list, gpu, nonzero, best_effort, shape, shape_id = entry
             task = TaskInfo(
                 pod, job, request, gpu, shape, _PENDING, -1, (), request_list, shape_id, nonzero, best_effort
@@ -337,6 +359,8 @@ class Session:
             self.tasks[pod.key] = task
             if best_effort:
                 self.best_effort_tasks += 1
+            if pod.pod_affinity is not None:
+                self.affinity_tasks += 1
             if pod.node_name or pod.nominated_node_name or pod.phase is not _POD_PENDING:
                 self._account_existing(task)
                 if task.status in _FINISHED:
@@ -390,7 +414,10 @@ class Session:
             unknown = sorted(name for name in pod.requests if name not in self.index.col)
             if unknown:
                 raise ValueError(f"pod {pod.key} asks for {', '.join(unknown)}, which this session has no column for")
+        had_affinity = self.affinity_tasks
         job = self._add_job(group, queue, pods)
+        if self.affinity_tasks and not had_affinity:
+            self._open_plugins()  # the first pod with pod (anti-)affinity: plugins that look for them register now
         self._shapes.extend([None] * (len(self._shape_ids) - len(self._shapes)))
         if len(self._pods_by_ident) > MAX_IDENT_ENTRIES:
             # Arrivals made from templates share their objects, so the entries stay few; pods that share
@@ -420,11 +447,23 @@ class Session:
         """Every plugin registers its extension points afresh (for the node table as it is now), each into
         an `ExtensionPoints` of its own, merged in tier order without the points its switches turn off."""
         merged = ExtensionPoints()
-        for plugin, dropped in zip(self.plugins, self._switched_off, strict=True):
+        ends: list[tuple[int, int, int, int]] = []  # where each tier's votes and permits end
+        for plugin, dropped, last in zip(self.plugins, self._switched_off, self._ends_tier, strict=True):
             self.ext = ExtensionPoints()
             plugin.on_session_open(self)
             merged.merge(self.ext, dropped)
-        self.ext = merged
+            if last:
+                ends.append(
+                    (
+                        len(merged.job_enqueueable),
+                        len(merged.job_enqueue_permit),
+                        len(merged.job_pipelined),
+                        len(merged.job_pipeline_permit),
+                    )
+                )
+        self.ext = ext = merged
+        self._enqueue_tiers = _by_tier(ext.job_enqueueable, ext.job_enqueue_permit, [(e[0], e[1]) for e in ends])
+        self._pipeline_tiers = _by_tier(ext.job_pipelined, ext.job_pipeline_permit, [(e[2], e[3]) for e in ends])
         self._row_twins = self._scalar_twins()
         #: Every twin reads only the request and the node's state: results are shared per state.
         self._twins_by_state = self._row_twins is not None and all(
@@ -532,11 +571,26 @@ class Session:
         return ""
 
     def job_not_enqueueable_reason(self, job: JobInfo) -> str | None:
-        for vote in self.ext.job_enqueueable:
-            reason = vote(job)
-            if reason:
-                return reason
+        tiers = self._enqueue_tiers
+        if tiers is None:  # no permits: every vote must agree
+            for vote in self.ext.job_enqueueable:
+                reason = vote(job)
+                if reason:
+                    return reason
+            return None
+        for votes, permits in tiers:  # Volcano's JobEnqueueable: a Reject ends it; a Permit ends it after its tier
+            for vote in votes:
+                reason = vote(job)
+                if reason:
+                    return reason
+            if any(permit(job) for permit in permits):
+                return None
         return None
+
+    def enqueue_permitted(self, job: JobInfo) -> bool:
+        """Some plugin permits the job's admission (its later tiers' refusals do not count): enqueue's memos of
+        refusals by minResources and usage do not hold for it."""
+        return any(permit(job) for permit in self.ext.job_enqueue_permit)
 
     def job_ready(self, job: JobInfo) -> bool:
         for check in self.ext.job_ready:  # noqa: SIM110 -- all() without a generator: asked per placement
@@ -545,7 +599,15 @@ class Session:
         return True
 
     def job_pipelined(self, job: JobInfo) -> bool:
-        return all(check(job) for check in self.ext.job_pipelined)
+        tiers = self._pipeline_tiers
+        if tiers is None:
+            return all(check(job) for check in self.ext.job_pipelined)
+        for checks, permits in tiers:  # as job_not_enqueueable_reason combines them
+            if not all(check(job) for check in checks):
+                return False
+            if any(permit(job) for permit in permits):
+                return True
+        return True
 
     def job_starving(self, job: JobInfo) -> bool:
         """Does the job want more pods placed (preempt and reclaim work for it)? As in Volcano, not when no
@@ -734,6 +796,12 @@ class Session:
         if self._failed.get(shape) == self.freed:
             return None
         total = self._shape_cache(task).total
+        if self.ext.placement_filters:
+            allowed = self.placement_mask(task)
+            if allowed is not None:  # pod affinity: where other pods are now leaves nodes out for this task only
+                masked = np.where(allowed, total, NEG_INF)
+                row = int(masked.argmax()) if len(masked) else 0
+                return None if not len(masked) or masked[row] == NEG_INF else row
         row = int(total.argmax()) if len(total) else 0
         if not len(total) or total[row] == NEG_INF:  # no node at all, or none it fits on
             self._failed[shape] = self.freed
@@ -759,13 +827,32 @@ class Session:
         return job.hopeless_at == (self.table.generation, job.counts[_PENDING])
 
     def static_candidates(self, task: TaskInfo) -> BoolArray:
-        """Nodes that pass every filter that does not depend on resources (for preempt/reclaim)."""
-        return self._shape_cache(task).static_mask
+        """Nodes that pass every filter that does not depend on resources (for preempt/reclaim): the static ones,
+        and the placement filters as the other pods stand now (evicting pods does not make room for pod affinity)."""
+        static = self._shape_cache(task).static_mask
+        allowed = self.placement_mask(task)
+        return static if allowed is None else static & allowed
 
     def fits_now(self, task: TaskInfo, row: int) -> bool:
-        """Does the task pass every dynamic filter (resources, cards) on this node as it is now?"""
+        """Does the task pass every dynamic filter (resources, cards) and placement filter (pod affinity) on this
+        node as it is now?"""
         rows = np.array([row])
-        return all(bool(dynamic_filter.fit(task, rows)[0]) for dynamic_filter in self.ext.dynamic_filters)
+        if not all(bool(dynamic_filter.fit(task, rows)[0]) for dynamic_filter in self.ext.dynamic_filters):
+            return False
+        allowed = self.placement_mask(task)
+        return allowed is None or bool(allowed[row])
+
+    def placement_mask(self, task: TaskInfo) -> BoolArray | None:
+        """The nodes the placement filters (pod affinity) let the task go to now; None when they leave none out."""
+        filters = self.ext.placement_filters
+        if not filters:
+            return None
+        out: BoolArray | None = None
+        for placement_filter in filters:
+            allowed = placement_filter.mask(task)
+            if allowed is not None:
+                out = allowed if out is None else out & allowed
+        return out
 
     def fits_future_idle(self, task: TaskInfo, row: int, extra: IntArray | None = None) -> bool:
         future = self.table.future_idle_row(row)
@@ -775,6 +862,8 @@ class Session:
 
     def explain(self, task: TaskInfo) -> str:
         """Why no node takes the task: '0/40 nodes: 32 untolerated taint ..., 8 insufficient ...'."""
+        if self.placement_mask(task) is not None:  # it reads where other pods are: not the shape's to keep
+            return self._explain(task)
         state = (self.freed, len(self.table.changes), self.table.generation)
         held = self._explained.get(task.shape)
         if held is not None and held[0] == state:
@@ -801,6 +890,9 @@ class Session:
                 charge(reason, passing)
         for dynamic_filter in self.ext.dynamic_filters:
             for reason, passing in dynamic_filter.explain(task):
+                charge(reason, passing)
+        for placement_filter in self.ext.placement_filters:
+            for reason, passing in placement_filter.explain(task):
                 charge(reason, passing)
         available = n - int(failed.sum())
         detail = ", ".join(f"{count} {reason}" for reason, count in reasons.most_common())
@@ -913,9 +1005,10 @@ class Session:
     def forget_plugins(self) -> None:
         """Drop the plugins and what they registered (the end of a one-cycle session): they point back at
         the session, and without this cycle reference counting frees it at once."""
-        self.plugins, self._switched_off = [], []
+        self.plugins, self._switched_off, self._ends_tier = [], [], []
         self.ext = ExtensionPoints()
         self._row_twins = None
+        self._enqueue_tiers = self._pipeline_tiers = None
 
     def final_phase(self, job: JobInfo) -> PodGroupPhase:
         ready = job.ready_num
@@ -932,8 +1025,9 @@ class Session:
         queue = job.queue
         for task in job.tasks:
             self._release_task(task)
-            if self.tasks.pop(task.key, None) is not None and task.best_effort:
-                self.best_effort_tasks -= 1
+            if self.tasks.pop(task.key, None) is not None:
+                self.best_effort_tasks -= task.best_effort
+                self.affinity_tasks -= task.pod.pod_affinity is not None
         if queue.settled.pop(id(job), None) is None:
             queue.jobs.remove(job)
         self.jobs.remove(job)

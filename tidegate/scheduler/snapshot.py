@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from tidegate.model.objects import Node, Pod, PodGroup, PodGroupPhase, Queue
@@ -20,6 +21,9 @@ class Snapshot:
     groups: list[PodGroup]
     pods: list[Pod]
     now: float = 0.0
+    #: Labels of each namespace that has a Namespace object (pod affinity's namespaceSelector reads them; one
+    #: without has only the label Kubernetes gives every namespace, kubernetes.io/metadata.name).
+    namespaces: dict[str, dict[str, str]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,3 +80,6 @@ class Decisions:
     pipelined: list[Pipeline] = field(default_factory=list)
     groups: list[GroupStatus] = field(default_factory=list)
     pending: list[PendingJob] = field(default_factory=list)
+    #: When the plugins' votes next change by the clock alone (a waiting job's sla deadline), inf for never: a
+    #: caller that runs cycles only when something happens (the simulator, a quiet `tidegate kube`) runs one then.
+    wake_at: float = math.inf

@@ -196,6 +196,8 @@ class Simulation:
         self._last_cycle = -math.inf
         #: When an idle cycle a departure asked for would run (it is left out of the clock: see _want_cycle).
         self._idle_cycle_at: float | None = None
+        #: When a cycle is due because a plugin's votes change then (`Decisions.wake_at`), if one is.
+        self._wake_at: float | None = None
         self._placements = hashlib.blake2b(digest_size=8)  # every start and eviction: see Outcome
         self.links: dict[str, Link] = {}
         self.data = self._data_gravity(pools, data) if data is not None and scenario.data_gravity.enabled else None
@@ -385,6 +387,14 @@ class Simulation:
         self._apply(decisions, now)
         if self.scenario.burst.enabled:
             self._overflow(now)
+        wake = decisions.wake_at  # a waiting job's sla deadline: a cycle then may admit it, with no event to ask
+        if wake < math.inf and self.pending and (self._wake_at is None or wake < self._wake_at):
+            self._wake_at = wake
+            self.clock.call_at(wake, self._wake, PRIORITY_CYCLE)
+
+    def _wake(self) -> None:
+        self._wake_at = None
+        self._want_cycle()
 
     def _apply(self, decisions: Decisions, now: float) -> None:
         placed: dict[str, list[str]] = {}

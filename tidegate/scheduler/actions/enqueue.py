@@ -62,7 +62,8 @@ class Enqueue:
     remaining job asks is refused. And
     once a pass has judged every waiting job of a queue, later cycles that find the same specs and total
     and no lower usage look only at jobs that arrived since; a Volcano queue with a long backlog then costs
-    its arrivals per cycle, not its backlog."""
+    its arrivals per cycle, not its backlog. None of this holds for a job a permit lets in (sla: its waiting
+    time is over, whatever its minResources and the usage): such jobs are judged one by one every time."""
 
     name: ClassVar[str] = "enqueue"
 
@@ -82,9 +83,15 @@ class Enqueue:
     def _admit(ssn: Session, queue: QueueInfo) -> None:
         """Judge the queue's waiting jobs in job order: admit (Inqueue) or record why not."""
         pending_phase = PodGroupPhase.PENDING
-        pending = [job for job in queue.jobs if job.phase is pending_phase and job.enqueue_blocked_at != ssn.freed]
+        permits = bool(ssn.ext.job_enqueue_permit)
+        pending = [
+            job
+            for job in queue.jobs
+            if job.phase is pending_phase
+            and (job.enqueue_blocked_at != ssn.freed or (permits and ssn.enqueue_permitted(job)))
+        ]
         if any(job.enqueue_seen for job in pending) and _only_grew(queue.admission_state, _admission_state(ssn, queue)):
-            pending = [job for job in pending if not job.enqueue_seen]
+            pending = [job for job in pending if not job.enqueue_seen or (permits and ssn.enqueue_permitted(job))]
         if not pending:
             return
         ordered = ssn.in_job_order(pending)
@@ -94,7 +101,11 @@ class Enqueue:
         floors: IntArray | None = None  # floors[i]: the least any job from i on asks, per resource
         probed: bytes | None = None
         waiting = False
+        refused_after = -1  # jobs after this position are refused with the probe below, unless permitted
         for i, job in enumerate(ordered):
+            permitted = permits and ssn.enqueue_permitted(job)
+            if 0 <= refused_after < i and not permitted:
+                continue
             job.enqueue_seen = True
             # Not the validity votes: Volcano's enqueue admits a PodGroup on its minResources alone (gang
             # validity applies when allocating), and its job controller creates a vcjob's pods only once the
@@ -103,8 +114,8 @@ class Enqueue:
             reason: str | None = outside
             if not reason:
                 asked = job.min_resources.tobytes()
-                reason = refused.get(asked) or ssn.job_not_enqueueable_reason(job)
-                if reason:
+                reason = (None if permitted else refused.get(asked)) or ssn.job_not_enqueueable_reason(job)
+                if reason and not permitted:
                     refused[asked] = reason
             if not reason:
                 job.phase = PodGroupPhase.INQUEUE
@@ -126,13 +137,18 @@ class Enqueue:
                 continue  # asked already, and nothing admitted since
             probed = floor.tobytes()
             refusal = ssn.job_not_enqueueable_reason(dataclasses.replace(job, min_resources=floor))
-            if refusal:
-                # Even the least any later job asks is refused at this usage: so is every later job.
+            if refusal and refused_after < 0:
+                # Even the least any later job asks is refused at this usage: so is every later job (but one a
+                # permit may let in, judged in its turn).
                 for rest in ordered[i + 1 :]:
+                    if permits and ssn.enqueue_permitted(rest):
+                        continue
                     rest.enqueue_seen = True
                     namespace = ssn.namespace_refusal(queue, rest.group.namespace)
                     rest.reason = namespace or refused.get(rest.min_resources.tobytes()) or refusal
                     rest.enqueue_blocked_at = ssn.freed
-                break
+                if not permits:
+                    break
+                refused_after = i
         # Refused jobs stay refused while the usage only grows; with none left waiting there is nothing to keep.
         queue.admission_state = _admission_state(ssn, queue) if waiting else ()

@@ -12,6 +12,7 @@ from tidegate.scheduler.plugins.nodeorder import NodeOrderPlugin
 from tidegate.scheduler.plugins.predicates import PredicatesPlugin
 from tidegate.scheduler.plugins.priority import PriorityPlugin
 from tidegate.scheduler.plugins.proportion import ProportionPlugin
+from tidegate.scheduler.plugins.sla import SlaPlugin
 
 BUILTIN_PLUGINS: dict[str, type[Plugin]] = {
     cls.name: cls
@@ -25,6 +26,7 @@ BUILTIN_PLUGINS: dict[str, type[Plugin]] = {
         NodeOrderPlugin,
         BinpackPlugin,
         GpuSharePlugin,
+        SlaPlugin,
     )
 }
 #: Accepted for compatibility with volcano-scheduler.conf files; they change nothing here.

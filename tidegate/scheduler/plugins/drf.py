@@ -1,4 +1,7 @@
-"""drf: Dominant Resource Fairness between jobs: the job with the smallest dominant share goes first."""
+"""drf: Dominant Resource Fairness between jobs: the job with the smallest dominant share goes first.
+
+With `enableHierarchy: true` (next to the plugin's name, as in Volcano) it also orders queues, and judges
+reclaim victims, by hierarchical DRF (hdrf.py)."""
 
 from __future__ import annotations
 
@@ -9,6 +12,7 @@ import numpy as np
 from tidegate.scheduler.framework import Plugin
 from tidegate.scheduler.info import JobInfo, TaskInfo
 from tidegate.scheduler.node_table import IntArray
+from tidegate.scheduler.plugins.hdrf import HdrfTree
 from tidegate.scheduler.session import Session
 
 
@@ -48,8 +52,14 @@ class DrfPlugin(Plugin):
                 shares[job] = found
             return found
 
+        hierarchy = self.switches.get("enableHierarchy", False)
+        tree = HdrfTree(ssn.queues.values(), cols, totals) if hierarchy else None
+        self._tree = tree
+
         def forget(task: TaskInfo) -> None:
             shares.pop(task.job, None)
+            if tree is not None:
+                tree.touch(task.job)
 
         def preemptable(preemptor: TaskInfo, candidates: list[TaskInfo]) -> list[TaskInfo]:
             mine = share(preemptor.job.allocated + preemptor.request)
@@ -64,8 +74,13 @@ class DrfPlugin(Plugin):
         ssn.ext.preemptable.append(preemptable)
         ssn.ext.on_allocate.append(forget)
         ssn.ext.on_deallocate.append(forget)
+        if tree is not None:
+            ssn.ext.queue_order.append(tree.key)
+            ssn.ext.reclaimable.append(tree.victims)
 
     def on_cycle_open(self, ssn: Session) -> None:
         """Shares are remembered for one cycle (jobs that left are forgotten with them); the totals they
         are taken over hold while the node table does."""
         self._shares.clear()
+        if self._tree is not None:
+            self._tree.forget()

@@ -1,4 +1,5 @@
-"""predicates: can a pod run on a node at all? nodeSelector, required node affinity, taints, resources."""
+"""predicates: can a pod run on a node at all? nodeSelector, required node affinity, taints, resources, and
+required pod affinity and anti-affinity (`pod_affinity.py`; Volcano's predicate.PodAffinityEnable, on by default)."""
 
 from __future__ import annotations
 
@@ -6,15 +7,27 @@ from typing import ClassVar
 
 import numpy as np
 
-from tidegate.scheduler.framework import Plugin
+from tidegate.scheduler.framework import Plugin, PluginArgumentError
 from tidegate.scheduler.info import TaskInfo
 from tidegate.scheduler.node_table import BoolArray, IntArray
+from tidegate.scheduler.pod_affinity import HOLDING, PodAffinityIndex
 from tidegate.scheduler.session import Session
+
+POD_AFFINITY_ARGUMENT = "predicate.PodAffinityEnable"
 
 
 class PredicatesPlugin(Plugin):
     name: ClassVar[str] = "predicates"
     reopens_in_place = True  # its filters read the pod and the node table (its taint cache is the table's)
+
+    def check_arguments(self) -> None:
+        self._pod_affinity_enabled()
+
+    def _pod_affinity_enabled(self) -> bool:
+        value = self.arguments.get(POD_AFFINITY_ARGUMENT, True)
+        if not isinstance(value, bool):
+            raise PluginArgumentError(self.name, POD_AFFINITY_ARGUMENT, f"{value!r} is not true or false")
+        return value
 
     def on_session_open(self, ssn: Session) -> None:
         self.ssn = ssn
@@ -23,6 +36,36 @@ class PredicatesPlugin(Plugin):
         ssn.ext.row_filters[self] = self.fit_row
         ssn.ext.node_state_only.add(self.fit_row)
         self._taint_cache: dict[object, list[tuple[str, BoolArray]]] = {}
+        self.pod_affinity: PodAffinityIndex | None = None
+        if ssn.affinity_tasks and self._pod_affinity_enabled():  # no pod asks for any: nothing is looked at
+            self._open_pod_affinity(ssn)
+
+    def _open_pod_affinity(self, ssn: Session) -> None:
+        index = self.pod_affinity = PodAffinityIndex(len(ssn.table), ssn.label_index.column, ssn.namespace_labels)
+        index.reset(ssn.namespace_labels, _holding(ssn))
+
+        def placed(task: TaskInfo) -> None:
+            grown = index.grown
+            index.place(task)
+            if index.grown != grown:  # a pod that others want to be with: pods blocked on it get another look
+                ssn.freed += 1
+
+        ssn.ext.placement_filters.append(index)
+        ssn.ext.on_allocate.append(placed)
+        ssn.ext.on_deallocate.append(placed)
+
+    def on_cycle_open(self, ssn: Session) -> None:
+        """Pods that left between cycles (their jobs removed, finished) stop counting, and pending pods' masks
+        are made afresh; with other namespace labels, everything is counted afresh."""
+        index = self.pod_affinity
+        if index is None:
+            return
+        if index.namespace_labels is not ssn.namespace_labels:
+            index.reset(ssn.namespace_labels, _holding(ssn))
+            return
+        for task in list(index.counted):
+            index.place(task, gone=ssn.tasks.get(task.key) is not task)
+        index.forget_askers()
 
     def static_filters(self, task: TaskInfo) -> list[tuple[str, BoolArray]]:
         pod = task.pod
@@ -76,3 +119,7 @@ class PredicatesPlugin(Plugin):
             (f"insufficient {table.index.names[col]}", idle[:, col] >= task.request[col])
             for col in np.flatnonzero(task.request)
         ]
+
+
+def _holding(ssn: Session) -> list[TaskInfo]:
+    return [task for task in ssn.tasks.values() if task.status in HOLDING and task.node >= 0]
