@@ -15,6 +15,7 @@ from tidegate.cli.manifest_snapshot import prepare
 from tidegate.cli.output import fail, render, warn
 from tidegate.cli.serve import serve
 from tidegate.cli.simulate import simulate
+from tidegate.cli.sweep import sweep
 from tidegate.model.manifests import load_manifests
 from tidegate.scheduler.scheduler import schedule as run_schedule
 
@@ -81,6 +82,7 @@ def schedule(
 
 
 app.command()(simulate)
+app.command()(sweep)
 app.command()(serve)
 app.command()(kube)
 

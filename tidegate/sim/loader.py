@@ -12,7 +12,7 @@ from tidegate.autoscale.hpa_manifest import parse_hpa
 from tidegate.fleet.spec import ClusterSpec, NodePoolSpec
 from tidegate.lifecycle.policies import JobPolicy, job_policy
 from tidegate.model.errors import FieldError, ManifestError, ManifestErrors, Source
-from tidegate.model.manifests import MAX_JOB_PODS, load_manifests, queue_resources
+from tidegate.model.manifests import MAX_JOB_PODS, ManifestSet, load_manifests, queue_resources
 from tidegate.model.objects import Job, Queue, SchedulerConfiguration
 from tidegate.scheduler.admission import admission_errors
 from tidegate.sim.spec import (
@@ -51,7 +51,12 @@ class SimulationInput:
 
 def load_simulation(paths: list[str]) -> SimulationInput:
     """Load and check a simulation's manifests; raise ManifestErrors listing every problem."""
-    ms = load_manifests(paths)
+    return simulation_input(load_manifests(paths))
+
+
+def simulation_input(ms: ManifestSet) -> SimulationInput:
+    """Check loaded manifests as a simulation folder (references, node sizes, interruptions, job templates);
+    raise ManifestErrors listing every problem."""
     errors = [*ms.errors, *admission_errors(ms)]
     sim = SimulationInput(
         queues=ms.queues,
