@@ -166,6 +166,7 @@ def test_six_points_on_ray_equal_direct_simulations(tmp_path: Path, local_ray: N
         rows = list(csv.DictReader(f))
     assert len(rows) == 6 and all(r["status"] == "ran" for r in rows)
     assert (out / "sweep.parquet").is_file() and (out / "sweep.html").is_file()
+    assert (out / "front-wait_p95.png").is_file() and (out / "front-queued_gpu_hours.png").is_file()
     assert (out / "ray-logs").is_dir() is False  # Ray was the test's: its logs are its own
     assert "point 5 (" in (out / "sweep.log").read_text()
     points = {json.loads(p.read_text())["key"]: json.loads(p.read_text()) for p in (out / POINTS_DIR).glob("*.json")}

@@ -146,9 +146,8 @@ def answer_text(result: Table) -> str:
     )
 
 
-def _figure(result: Table, y: str, label: str, how: str) -> str:
-    """Monthly cost against one waiting figure: every point, the front as a line, the answer starred;
-    a PNG as a data: URI."""
+def figure(result: Table, y: str, label: str, how: str) -> bytes:
+    """Monthly cost against one waiting figure: every point, the front as a line, the answer starred (PNG)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -186,7 +185,7 @@ def _figure(result: Table, y: str, label: str, how: str) -> str:
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png")
     plt.close(fig)
-    return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode()
+    return buffer.getvalue()
 
 
 HTML_COLUMNS: tuple[tuple[str, str, str], ...] = (
@@ -205,15 +204,18 @@ HTML_COLUMNS: tuple[tuple[str, str, str], ...] = (
 
 
 def write_html(plan: Plan, result: Table, out: Path, command: str) -> Path:
-    """sweep.html: the answer, the two figures, every point (cheapest first) and the points that failed."""
+    """sweep.html: the answer, the two figures (also written as front-<metric>.png), every point (cheapest
+    first) and the points that failed."""
     esc = html.escape
     ok = sorted((r for r in result.rows if r["status"] != "failed"), key=lambda r: (r["monthly_cost"], r["point"]))
     failed = [r for r in result.rows if r["status"] == "failed"]
-    figures = "".join(
-        f'<img alt="monthly cost against {esc(label)}" src="{_figure(result, y, label, how)}">'
-        for y, label, how in FRONTS
-        if ok
-    )
+    images = []
+    for y, label, how in FRONTS if ok else ():
+        png = figure(result, y, label, how)
+        (out / f"front-{y}.png").write_bytes(png)
+        uri = "data:image/png;base64," + base64.b64encode(png).decode()
+        images.append(f'<img alt="monthly cost against {esc(label)}" src="{uri}">')
+    figures = "".join(images)
     head = "".join(f'<th title="{esc(p)}">{esc(short_name(p))}</th>' for p in result.parameters)
     head += "".join(f"<th>{esc(label)}</th>" for _, label, _ in HTML_COLUMNS) + "<th>front</th><th>targets</th>"
     lines = []

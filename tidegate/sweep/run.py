@@ -211,9 +211,8 @@ def ray_session(out: Path, workers: int, address: str | None) -> Iterator[Any]:
         yield ray
         return
     os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
-    logging.getLogger("ray").setLevel(logging.ERROR)  # its notes on token authentication and the like
     if address:
-        ray.init(address=address, logging_level=logging.WARNING, log_to_driver=False)
+        ray.init(address=address, logging_level=logging.ERROR, log_to_driver=False)
         try:
             yield ray
         finally:
@@ -227,7 +226,7 @@ def ray_session(out: Path, workers: int, address: str | None) -> Iterator[Any]:
             num_gpus=0,
             include_dashboard=False,
             object_store_memory=OBJECT_STORE_BYTES,
-            logging_level=logging.WARNING,
+            logging_level=logging.ERROR,  # not its notes on token authentication and the like
             log_to_driver=False,
             _temp_dir=temp,
         )
