@@ -160,13 +160,16 @@ def figure(result: Table, y: str, label: str, how: str) -> bytes:
     ys = [r[y] / scale for _, r in ok]
     ax.scatter(xs, ys, s=22, color="#8aa4c8", label="points", zorder=2)
     front = result.fronts[y]
+    for (i, r), px, py in zip(ok, xs, ys, strict=True):
+        color = "#c0392b" if i in front else "#5d6d7e"
+        ax.annotate(str(r["point"]), (px, py), textcoords="offset points", xytext=(4, 3), fontsize=7, color=color)
     if front:
         fx = [result.rows[i]["monthly_cost"] / 1000 for i in front]
         fy = [result.rows[i][y] / scale for i in front]
         ax.step(fx, fy, where="post", color="#c0392b", lw=1.2, zorder=3)
         ax.scatter(fx, fy, s=34, color="#c0392b", label="Pareto front", zorder=4)
-        for i, px, py in zip(front, fx, fy, strict=True):
-            ax.annotate(str(result.rows[i]["point"]), (px, py), textcoords="offset points", xytext=(4, 4), fontsize=7)
+    if ys and min(ys) > 0 and max(ys) / min(ys) > 100:  # waits that span decades: a log scale shows them all
+        ax.set_yscale("log")
     for target in result.targets:
         if target.metric == y:
             ax.axhline(target.value / scale, color="#27ae60", ls="--", lw=1, label=f"target {target}")
