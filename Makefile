@@ -54,6 +54,7 @@ test: lint typecheck unit
 
 bench: $(STAMP)
 	$(BIN)/python -m bench.run_all
+	$(BIN)/python -m bench.sweep
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache

@@ -19,6 +19,7 @@ from tidegate.cli.output import fail, render, warn
 from tidegate.cli.serve import serve
 from tidegate.cli.simulate import simulate
 from tidegate.cli.sources import FILES_HELP
+from tidegate.cli.sweep import sweep
 from tidegate.model.manifests import load_manifests
 from tidegate.scheduler.scheduler import schedule as run_schedule
 
@@ -118,6 +119,7 @@ def _seconds(moment: datetime | None) -> float:
 
 
 app.command()(simulate)
+app.command()(sweep)
 app.command()(serve)
 app.command()(kube)
 

@@ -18,6 +18,8 @@ TIDEGATE_GROUP, TIDEGATE_VERSION = "tidegate.io", "v1alpha1"
 TIDEGATE_API_VERSION = f"{TIDEGATE_GROUP}/{TIDEGATE_VERSION}"
 #: The simulation's kinds in tidegate's group (read by tidegate.sim and tidegate.fleet, not by the loader here).
 SIMULATION_KINDS = ("Cluster", "NodePool", "Dataset", "Workload", "Scenario", "Simulation")
+#: A what-if sweep over a simulation folder's fields (read by tidegate.sweep; a folder's loaders skip it).
+SWEEP_KIND = "Sweep"
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,7 +63,7 @@ GROUPS: Mapping[str, ApiGroup] = {
     "scheduling.volcano.sh": ApiGroup(("v1beta1",), ("Queue", "PodGroup")),
     # v2beta2 is no longer served since Kubernetes 1.26, but its HPAs read the same and tidegate takes them.
     "autoscaling": ApiGroup(("v1", "v2", "v2beta2"), ("HorizontalPodAutoscaler",)),
-    TIDEGATE_GROUP: ApiGroup((TIDEGATE_VERSION,), ("SchedulerConfiguration", *SIMULATION_KINDS)),
+    TIDEGATE_GROUP: ApiGroup((TIDEGATE_VERSION,), ("SchedulerConfiguration", *SIMULATION_KINDS, SWEEP_KIND)),
 }
 
 

@@ -230,6 +230,31 @@ def load_text(text: str, file: str = "<memory>") -> ManifestSet:
     return session.finish()
 
 
+def read_documents(
+    paths: Sequence[str],
+) -> tuple[list[tuple[Source, object]], list[ManifestError], list[ManifestError]]:
+    """The documents of files and folders, parsed from YAML or JSON but not loaded, each with the source it
+    would load from (what `load_manifests` reads, in the same order), the errors reading them (a missing
+    file, bad YAML) and the warnings (a folder with no manifest). For tools that change documents before
+    loading them (`load_documents`)."""
+    session = _Session()
+    read: list[tuple[Source, object]] = []
+    session.sink = lambda doc, source: read.append((source, doc))
+    for path in paths:
+        _load_path(Path(path), session)
+    return read, session.ms.errors, session.ms.warnings
+
+
+def load_documents(docs: Iterable[tuple[Source, object]], where: str) -> ManifestSet:
+    """Load documents already read (`read_documents`, perhaps changed since), each as if from its source,
+    exactly as `load_manifests` loads them; no object at all is an error naming `where`."""
+    session = _Session()
+    for source, doc in docs:
+        session.load_document(doc, source)
+    session.require_objects(where)
+    return session.finish()
+
+
 def load_objects(docs: Iterable[object], file: str) -> ManifestSet:
     """Load objects already parsed from JSON (e.g. an API server's list items, each with its apiVersion and
     kind), as if document i of `file`. No object is no error here: a cluster may hold none."""
@@ -351,6 +376,8 @@ class _Session:
         self.priority_refs: list[_PriorityRef] = []
         #: Objects read (documents that are not empty, and each item of a List).
         self.objects = 0
+        #: What each document read from a file goes to: loaded, or kept as it is (`read_documents`).
+        self.sink: Callable[[object, Source], None] = self.load_document
 
     def require_objects(self, where: str) -> None:
         """No object at all is an error, as `kubectl apply` says "no objects passed to apply" (unless
@@ -367,12 +394,12 @@ class _Session:
             except (ValueError, RecursionError):
                 pass  # YAML's flow style, or bad JSON: YAML says where
             else:
-                self.load_document(doc, Source(file, 0))
+                self.sink(doc, Source(file, 0))
                 return
         index = 0
         try:
             for doc in yaml.load_all(text, Loader=_YAML_LOADER):
-                self.load_document(doc, Source(file, index))
+                self.sink(doc, Source(file, index))
                 index += 1
         except yaml.MarkedYAMLError as exc:
             mark = exc.problem_mark
@@ -388,7 +415,7 @@ class _Session:
         except (ValueError, RecursionError) as exc:
             self.ms.errors.append(_problem(Source(file, 0), "", f"invalid JSON: {exc}"))
             return
-        self.load_document(doc, Source(file, 0))
+        self.sink(doc, Source(file, 0))
 
     def load_document(self, doc: object, source: Source) -> None:
         """Parse one document into its object, or record why it cannot be."""

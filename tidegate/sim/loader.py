@@ -14,7 +14,7 @@ from tidegate.fleet.hpa_supply import hpa_report
 from tidegate.fleet.spec import ClusterSpec, NodePoolSpec
 from tidegate.lifecycle.policies import JobPolicy, job_policy
 from tidegate.model.errors import FieldError, ManifestError, ManifestErrors, Source
-from tidegate.model.manifests import MAX_JOB_PODS, load_manifests, queue_resources
+from tidegate.model.manifests import MAX_JOB_PODS, ManifestSet, load_manifests, queue_resources
 from tidegate.model.objects import Job, Queue, SchedulerConfiguration
 from tidegate.scheduler.admission import admission_errors
 from tidegate.sim.spec import (
@@ -54,7 +54,12 @@ class SimulationInput:
 def load_simulation(paths: list[str], stdin: TextIO | None = None) -> SimulationInput:
     """Load and check a simulation's manifests ("-" reads `stdin`, by default standard input); raise
     ManifestErrors listing every problem."""
-    ms = load_manifests(paths, stdin=stdin)
+    return simulation_input(load_manifests(paths, stdin=stdin))
+
+
+def simulation_input(ms: ManifestSet) -> SimulationInput:
+    """Check loaded manifests as a simulation folder (references, node sizes, interruptions, job templates);
+    raise ManifestErrors listing every problem."""
     errors = [*ms.errors, *admission_errors(ms)]
     sim = SimulationInput(
         queues=ms.queues,
