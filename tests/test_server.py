@@ -88,6 +88,30 @@ def test_bad_submissions_answer_422_naming_document_object_and_field(served: tup
     assert garbled.status_code == 422 and read_status(garbled.json(), 422).details.causes[0].file == "POST /jobs"
 
 
+def test_a_job_submitted_twice_answers_409_already_exists(served: tuple[TestClient, ControlPlane]) -> None:
+    """kube-apiserver answers the create of a name it holds 409 AlreadyExists (it was 422 Invalid here)."""
+    client, plane = served
+    assert client.post("/jobs", content=vcjob("once")).status_code == 201
+    again = client.post("/jobs", content=vcjob("once"))
+    there = read_status(again.json(), 409)
+    assert (again.status_code, there.reason, there.details.kind, there.details.name) == (
+        409,
+        "AlreadyExists",
+        "Job",
+        "once",
+    )
+    (cause,) = there.details.causes
+    assert (cause.reason, cause.field, cause.document) == ("FieldValueDuplicate", "metadata.name", 0)
+    assert (
+        there.message
+        == "POST /jobs: document 0: Job/once field metadata.name: job default/once already exists; delete it first"
+    )
+    both = client.post("/jobs", content=batch(vcjob("once"), vcjob("lost", queue="nope")))
+    refused = read_status(both.json(), 422)  # with other problems, 422 naming every one, as before
+    assert [(c.name, c.field) for c in refused.details.causes] == [("lost", "spec.queue"), ("once", "metadata.name")]
+    assert list(plane.jobs) == ["default/once"]
+
+
 def test_a_queue_is_given_to_a_namespace_live_and_a_queue_made_in_memory_keeps_it(
     served: tuple[TestClient, ControlPlane],
 ) -> None:

@@ -45,7 +45,7 @@ from tidegate.fleet.spec import BudgetSpec
 from tidegate.lifecycle.policies import JobPolicy, Resolution, job_policy, verdict
 from tidegate.live.bill import Bill
 from tidegate.live.fleet_host import PRIORITY_FLEET, FleetHosting
-from tidegate.live.jobs import FINISHED, Conflict, Forbidden, JobPhase, LiveJob, Marked, NotFound
+from tidegate.live.jobs import FINISHED, AlreadyExists, Conflict, Forbidden, JobPhase, LiveJob, Marked, NotFound
 from tidegate.live.queue_manifests import merge_patch, parsed_queue, queue_manifest
 from tidegate.live.views import PlaneViews
 from tidegate.model.errors import ManifestError, ManifestErrors, Source
@@ -254,8 +254,9 @@ class ControlPlane(PlaneViews, FleetHosting):
         self, text: str, file: str = "request", user: str = "", namespaces: Collection[str] | None = None
     ) -> list[str]:
         """Accept Jobs, PodGroups with their pods, and bare pods (YAML or JSON, one or more documents) and
-        return their job keys. All or nothing: raises ManifestErrors naming document, object and field, or
-        Forbidden when an object is outside `namespaces` (None: any). The jobs' first event names `user`."""
+        return their job keys. All or nothing: raises ManifestErrors naming document, object and field,
+        AlreadyExists when its only problem is jobs that exist, or Forbidden when an object is outside
+        `namespaces` (None: any). The jobs' first event names `user`."""
         ms = load_text(text, file)  # a text of no object is an error there
         if namespaces is not None:
             objects: list[Job | PodGroup | Pod] = [*ms.jobs, *ms.podgroups, *ms.pods]
@@ -496,7 +497,8 @@ class ControlPlane(PlaneViews, FleetHosting):
 
     def _admit(self, ms: ManifestSet, existing: Collection[str]) -> list[_Admitted]:
         """A submission's jobs, validated against the served cluster and expanded as Volcano's job controller
-        does: what both a submission and a restore build jobs from. Raises ManifestErrors with every problem."""
+        does: what both a submission and a restore build jobs from. Raises ManifestErrors with every problem,
+        or AlreadyExists when the only problem is jobs in `existing`."""
         errors = list(ms.errors)
         errors.extend(_misplaced(ms))
         too_many = _too_many_pods(ms)
@@ -515,19 +517,22 @@ class ControlPlane(PlaneViews, FleetHosting):
         errors.extend(workload.errors)
         columns = self.core.ssn.index.col
         vcjobs = {job.key: job for job in ms.jobs}
+        there: list[ManifestError] = []
         for group in workload.groups:
             if group.key in existing:
                 kind, name = _written_as(group, vcjobs, workload.pods_of(group))
-                message = f"job {group.key} exists; delete it first"
-                errors.append(ManifestError(group.source, kind, name, "metadata.name", message))
+                message = f"job {group.key} already exists; delete it first"
+                there.append(ManifestError(group.source, kind, name, "metadata.name", message))
             for pod in workload.pods_of(group):
                 unknown = sorted(name for name in pod.requests if name not in columns)
                 if unknown:
                     field_ = "spec.containers[*].resources.requests"
                     message = f"no node offers {', '.join(unknown)}"
                     errors.append(ManifestError(pod.source, "Pod", pod.name, field_, message))
-        if errors:
-            raise ManifestErrors(errors)
+        if errors:  # every problem at once, jobs that exist among them
+            raise ManifestErrors([*errors, *there])
+        if there:
+            raise AlreadyExists(there)
         return [(group, tuple(workload.pods_of(group)), _policies(vcjobs.get(group.key))) for group in workload.groups]
 
     def _install(self, job: LiveJob, group_phase: PodGroupPhase | None = None) -> None:

@@ -27,8 +27,9 @@ the job's namespace), pod status, spot notices and link state agent, and editing
 read as JSON, else YAML, whatever their content-type (`tidegate.server.bodies`). Every error answer is a
 Kubernetes `Status` (`tidegate.server.status`): bad input 422 with every problem in `details.causes`
 (field, message, and the file, document, kind and name of a manifest's); an unknown object or route 404; a
-request the object's state refuses 409; a change the store could not write 503 (a submission is then
-not accepted; other changes are written with the next one).
+request the object's state refuses 409 (a submission whose jobs exist already 409 AlreadyExists); a change
+the store could not write 503 (a submission is then not accepted; other changes are written with the next
+one).
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from tidegate.live.control_plane import ControlPlane
-from tidegate.live.jobs import Conflict, Forbidden, NotFound
+from tidegate.live.jobs import AlreadyExists, Conflict, Forbidden, NotFound
 from tidegate.model.errors import ManifestErrors
 from tidegate.model.objects import PodPhase
 from tidegate.model.quantity import scale_of
@@ -69,7 +70,7 @@ from tidegate.server.bodies import (
     validation_cause,
 )
 from tidegate.server.docs import add_docs
-from tidegate.server.status import Status, failure, invalid
+from tidegate.server.status import FIELD_DUPLICATE, Status, failure, invalid, manifest_cause
 from tidegate.store import StoreError
 
 PROMETHEUS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -148,7 +149,7 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
         (401, "no token, or one the server does not know"),
         (403, "the token's holder lacks the right (or the namespace) the call needs"),
         (404, "no such queue, job, node, pod or cluster"),
-        (409, "the report does not fit the object's state (e.g. a pod that is not bound)"),
+        (409, "the object's state refuses it (Conflict: a pod not bound), or a submitted job exists (AlreadyExists)"),
         (413, "a body larger than MAX_BODY_BYTES"),
         (422, "bad input: details.causes names each problem's field (and a manifest's file, document, object)"),
         (500, "the server failed (a bug)"),
@@ -365,6 +366,11 @@ def answer_errors_as_status(app: FastAPI) -> None:
     @app.exception_handler(Conflict)
     def conflict(_: Request, exc: Conflict) -> JSONResponse:
         return failure(409, exc.message, name=exc.name, kind=exc.kind)
+
+    @app.exception_handler(AlreadyExists)
+    def already_exists(_: Request, exc: AlreadyExists) -> JSONResponse:
+        causes = [manifest_cause(error, FIELD_DUPLICATE) for error in exc.errors]
+        return failure(409, exc.message, name=exc.name, kind=exc.kind, causes=causes, reason="AlreadyExists")
 
     @app.exception_handler(Forbidden)
     def forbidden(_: Request, exc: Forbidden) -> JSONResponse:
