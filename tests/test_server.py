@@ -31,6 +31,7 @@ from tidegate.model.manifests import load_text
 from tidegate.model.objects import Queue
 from tidegate.server.access import Access
 from tidegate.server.app import MAX_SUBMISSION_BYTES, GracefulServer, create_app
+from tidegate.server.audit import AuditLog
 from tidegate.server.status import Cause, read_status
 
 SEED = Path(__file__).resolve().parents[1] / "examples" / "seed"
@@ -327,6 +328,30 @@ def test_with_a_token_every_call_but_health_and_metrics_needs_it() -> None:
     ok = client.post("/jobs", content=vcjob("x"), headers={"Authorization": "Bearer s3cret"})
     assert ok.status_code == 201
     assert client.get("/healthz").status_code == 200 and client.get("/metrics").status_code == 200
+
+
+def test_with_a_token_an_unknown_route_or_method_answers_401_before_404_or_405(tmp_path: Path) -> None:
+    """kube-apiserver authenticates every request before it routes it: without a known token an unknown path
+    is 401, not 404 (which told a stranger which paths exist); with one, 404 and 405 as before."""
+    plane = ControlPlane.from_manifests(load_text(CLUSTER, "cluster.yaml"), SimClock())
+    audit = tmp_path / "audit.log"
+    client = TestClient(create_app(plane, Access.single("s3cret"), AuditLog(str(audit))))
+    for token in ("", "nope"):
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        for method, path in (("GET", "/nowhere"), ("DELETE", "/queues"), ("POST", "/healthz/x"), ("GET", "/docs")):
+            answer = client.request(method, path, headers=headers)
+            refused = read_status(answer.json(), 401)
+            assert (refused.reason, answer.headers["www-authenticate"]) == ("Unauthorized", "Bearer"), (method, path)
+    known = {"Authorization": "Bearer s3cret"}
+    assert read_status(client.get("/nowhere", headers=known).json(), 404).reason == "NotFound"
+    assert read_status(client.delete("/queues", headers=known).json(), 405).reason == "MethodNotAllowed"
+    assert [client.get(path).status_code for path in ("/healthz", "/readyz", "/metrics")] == [200, 200, 200]
+    recorded = [json.loads(line) for line in audit.read_text().splitlines()]
+    assert [(r["verb"], r["path"], r["code"], r["user"]) for r in recorded if r["path"] == "/healthz/x"] == [
+        ("POST", "/healthz/x", 401, ""),
+        ("POST", "/healthz/x", 401, ""),
+    ]
+    assert [(r["code"], r["user"]) for r in recorded if r["verb"] == "DELETE"][-1] == (405, "admin")
 
 
 @pytest.mark.parametrize(

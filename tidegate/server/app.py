@@ -21,7 +21,8 @@
     GET    /docs, /redoc, /openapi.json    the API's documentation (Swagger UI, ReDoc: served here, no CDN)
 
 With `tidegate serve --token-file`, every call but /healthz, /readyz and /metrics needs `Authorization: Bearer
-<token>` (401 otherwise), and the token's groups must grant the call's right (403 otherwise; see
+<token>` (401 otherwise, whatever the path: authentication comes before routing, as in kube-apiserver), and
+the token's groups must grant the call's right (403 otherwise; see
 `tidegate.server.access`): reads and the documentation need view, submitting and deleting jobs submit (in
 the job's namespace), pod status, spot notices and link state agent, and editing a queue admin. Bodies are
 read as JSON, else YAML, whatever their content-type (`tidegate.server.bodies`). Every error answer is a
@@ -110,16 +111,43 @@ class LinkState(BaseModel):
 ANYONE = Principal("", frozenset(Right))
 
 
-def caller(request: Request, credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(BEARER)]) -> Principal:
-    """The holder of the request's bearer token (401 without a known one); anyone when the app has no tokens."""
-    access: Access | None = request.app.state.access
-    if access is None:
+#: Paths answered without a token when the API has tokens: the probes and Prometheus.
+OPEN_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
+#: What a request without a known token is answered (401).
+NO_TOKEN = "a valid bearer token is required"
+
+
+def bearer_token(request: Request) -> str:
+    """The token of the request's `Authorization: Bearer <token>` header ("" without one)."""
+    scheme, _, token = request.headers.get("authorization", "").partition(" ")
+    return token.strip() if scheme.lower() == "bearer" else ""
+
+
+def caller(request: Request, _: Annotated[HTTPAuthorizationCredentials | None, Depends(BEARER)]) -> Principal:
+    """The holder of the request's bearer token, as `authenticate` found it before routing; anyone when the app
+    has no tokens. (The bearer dependency puts the token in the OpenAPI document's security schemes.)"""
+    if request.app.state.access is None:
         return ANYONE
-    holder = access.holder(credentials.credentials if credentials is not None else "")
-    if holder is None:
-        raise HTTPException(401, "a valid bearer token is required", {"WWW-Authenticate": "Bearer"})
-    request.state.user = holder.user  # for the audit log
+    holder: Principal | None = getattr(request.state, "principal", None)
+    if holder is None:  # never on a route that needs a token: `authenticate` answered 401 already
+        raise HTTPException(401, NO_TOKEN, {"WWW-Authenticate": "Bearer"})
     return holder
+
+
+def authenticate(app: FastAPI, access: Access) -> None:
+    """Every request but OPEN_PATHS' must carry a known bearer token, checked before anything else (routing
+    included, so an unknown route or method without one answers 401, not 404 or 405), as kube-apiserver
+    authenticates every request first: 401 otherwise, its body unread. The holder is kept for the routes'
+    rights and the audit log."""
+
+    @app.middleware("http")
+    async def authenticated(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
+        if request.url.path not in OPEN_PATHS:
+            holder = access.holder(bearer_token(request))
+            if holder is None:
+                return failure(401, NO_TOKEN, headers={"WWW-Authenticate": "Bearer"})
+            request.state.principal, request.state.user = holder, holder.user
+        return await call_next(request)
 
 
 #: What each right lets a caller do, for the 403 message.
@@ -196,7 +224,9 @@ def create_app(plane: ControlPlane, access: Access | None = None, audit: AuditLo
         openapi_url=None,
     )
     app.state.access = access
-    if audit is not None:
+    if access is not None:
+        authenticate(app, access)
+    if audit is not None:  # added last, so outermost: the audit log records 401s too
 
         @app.middleware("http")
         async def audited(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
