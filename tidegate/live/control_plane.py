@@ -38,7 +38,6 @@ from tidegate.autoscale.hpa import HPASpec
 from tidegate.clock import Callback, Clock, EventLoop, Timer
 from tidegate.fleet.budget import Budget
 from tidegate.fleet.burst import Burst
-from tidegate.fleet.hpa_supply import hpa_report
 from tidegate.fleet.pool import Pool
 from tidegate.fleet.scaling import HPA_SYNC_SECONDS, CloudFleet, QueueTree
 from tidegate.fleet.spec import BudgetSpec
@@ -162,11 +161,9 @@ class ControlPlane(PlaneViews, FleetHosting):
         #: Cycles that raised, and the last one's error ("" once a cycle has succeeded since).
         self.failed_cycles = 0
         self.last_error = ""
-        #: What restoring from the store had to drop (e.g. a patch of a queue the folder no longer has), and
-        #: what the HPAs will not do as their authors may expect (a loaded folder's errors never get here).
+        #: What restoring from the store had to drop (e.g. a patch of a queue the folder no longer has). A
+        #: folder's own warnings (its HPAs' included) are its loader's: `tidegate serve` prints them.
         self.warnings: list[str] = []
-        refused, noted = hpa_report(hpas, [q.name for q in queues], {pool.name: pool.spec for pool in pools})
-        self.warnings += [str(problem) for problem in (*refused, *noted)]
         # Written to the store at the end of the current call (kept if the write fails, to retry).
         self._dirty = Marked()  # job keys; a key no longer in `jobs` is a deletion
         self._dirty_queues = Marked()
