@@ -687,6 +687,15 @@ def _as_duration(value: Any, field_: str) -> float | None:
     return -seconds if text.startswith("-") else seconds
 
 
+def go_duration(text: str, field_: str) -> float:
+    """A Go duration (time.ParseDuration: "30s", "1m30s", "500ms"; "0") in seconds, for options written as
+    Kubernetes' tools write them; raises FieldError naming `field_`."""
+    seconds = _as_duration(text.strip(), field_)
+    if seconds is None:
+        raise FieldError(field_, "is empty: give a duration such as 30s or 1m")
+    return seconds
+
+
 #: Go's longest time.Duration (2^63 - 1 nanoseconds), in seconds: time.ParseDuration refuses more.
 MAX_GO_DURATION_S = (2**63 - 1) / 1e9
 
