@@ -32,7 +32,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, date, datetime
 from enum import Enum
 from pathlib import Path
-from typing import Any, NamedTuple, TextIO, TypeVar
+from typing import Any, NamedTuple, NoReturn, TextIO, TypeVar
 
 import yaml
 
@@ -586,7 +586,7 @@ def _as_choice(enum: type[E], value: Any, field_: str) -> E:
         raise FieldError(field_, f"{_shown(value)} is not one of {allowed}") from None
 
 
-def _raise(field_: str, message: str) -> None:
+def _raise(field_: str, message: str) -> NoReturn:
     """What refusing a value means outside a ratcheting load: an error (a FieldError for `_Reader.read`)."""
     raise FieldError(field_, message)
 
@@ -783,7 +783,7 @@ class _Reader:
         """A value breaks one of the rules that ratchet: an error (raised, inside a parse `read` calls), or in a
         ratcheting load a ratcheted problem, the value kept as written."""
         if not self.session.ratchet:
-            raise FieldError(field_, message)
+            _raise(field_, message)
         self.session.ms.ratcheted.append(ManifestError(self.source, self.kind, self.name, field_, message))
 
     def labels(self, value: Any, field_: str) -> dict[str, str]:
@@ -1094,7 +1094,7 @@ def _read_preemptable(meta: _Meta, prefix: str, r: _Reader) -> bool | None:
     return value
 
 
-def _as_pod_requests(spec: Mapping[str, Any], prefix: str, refuse: Refuse = _raise) -> Resources:
+def _as_pod_requests(spec: Mapping[str, Any], prefix: str, refuse: Refuse) -> Resources:
     """A pod's effective request, as Kubernetes computes it.
 
     max(sum of containers + restartable (sidecar) init containers, the peak of the init phase), where
