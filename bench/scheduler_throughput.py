@@ -11,11 +11,18 @@ failures.
 Every run times `schedule(snapshot, config)` end to end (session open, all actions, decisions) with
 time.perf_counter and keeps the best of `repeats`. Everything is seeded: the same arguments build
 the same snapshot and give the same decisions.
+
+python -m bench.scheduler_throughput                                  # 1,000 nodes, 1-pod jobs, default
+python -m bench.scheduler_throughput --nodes 5000 --gang 8 --config capacity --repeats 5
+
+measures one workload (one row of `python -m bench.run_all`'s table) against the baseline on a prefix of it.
 """
 
 from __future__ import annotations
 
+import argparse
 import random
+import sys
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -320,3 +327,47 @@ def same_bound_count(workload: Workload, config: SchedulerConfiguration) -> tupl
     ours = tidegate_placements(run_tidegate(workload, config))
     theirs = run_baseline(workload)
     return len(ours), len(theirs)
+
+
+#: The baseline visits every node for every pod: it runs on a prefix of about this many pods times nodes.
+BASELINE_NODE_VISITS = 400_000
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Measure one workload, tidegate on all of it and the baseline on a prefix; print both and the ratio.
+    Exit status 1 when the two bind different counts on the prefix or tidegate leaves a pod of a workload
+    that fits unbound."""
+    parser = argparse.ArgumentParser(prog="python -m bench.scheduler_throughput", description=__doc__.splitlines()[0])
+    parser.add_argument("--nodes", type=int, default=1_000, help="nodes of the cluster (default 1,000)")
+    parser.add_argument("--gang", type=int, default=1, help="pods a job: 1 for 1-pod jobs, 8 for gangs (default 1)")
+    parser.add_argument("--config", choices=sorted(CONFIGS), default="default", help="scheduler configuration")
+    parser.add_argument("--load", type=float, default=LOAD, help="fraction of the GPUs asked for (default 0.5)")
+    parser.add_argument("--repeats", type=int, default=3, help="runs; the best counts (default 3)")
+    args = parser.parse_args(argv)
+    if args.nodes < 1 or args.gang < 1 or not 0 < args.load <= 1 or args.repeats < 1:
+        parser.error("--nodes, --gang and --repeats must be at least 1, --load in (0, 1]")
+    workload = build_workload(args.nodes, args.gang, max(1, jobs_for(args.nodes, args.gang, args.load)))
+    small = subset(workload, max(1, BASELINE_NODE_VISITS // (args.nodes * args.gang)))
+    config = CONFIGS[args.config]
+    ours, theirs = same_bound_count(small, config())
+    if ours != theirs:
+        print(f"on the baseline's {small.pods} pods tidegate bound {ours}, the baseline {theirs}", file=sys.stderr)
+        return 1
+    tidegate = measure_tidegate(workload, config(), args.repeats)
+    if tidegate.pods != workload.pods:
+        print(f"tidegate bound {tidegate.pods} of {workload.pods} pods; the workload should fit", file=sys.stderr)
+        return 1
+    baseline = measure_baseline(small, args.repeats)
+    ratio = tidegate.pods_per_s / baseline.pods_per_s if baseline.pods_per_s else float("inf")
+    gangs = f", {tidegate.jobs_per_s:,.0f} gangs/s" if args.gang > 1 else ""
+    print(
+        f"{args.nodes:,} nodes, {workload.label}, {args.config}: tidegate bound {tidegate.pods:,} pods in "
+        f"{tidegate.seconds:.3f} s ({tidegate.cpu_seconds:.3f} CPU s): {tidegate.pods_per_s:,.0f} pods/s{gangs}; "
+        f"baseline {baseline.pods:,} pods in {baseline.seconds:.2f} s: {baseline.pods_per_s:,.0f} pods/s; "
+        f"{ratio:,.0f}x (best of {args.repeats})"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

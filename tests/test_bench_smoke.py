@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from bench.run_all import Row, report, table
@@ -10,6 +14,7 @@ from bench.scheduler_throughput import (
     build_workload,
     check_placements,
     jobs_for,
+    main,
     measure_baseline,
     measure_tidegate,
     run_baseline,
@@ -60,3 +65,24 @@ def test_report_renders() -> None:
     )
     assert "gangs of 8" in table([row])
     assert "Command:" in report([row], quick=True, repeats=1)
+
+
+def test_python_m_bench_scheduler_throughput_measures_one_workload(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--nodes", "20", "--gang", "8", "--config", "capacity", "--repeats", "1"]) == 0
+    printed = capsys.readouterr().out
+    assert (
+        printed.startswith("20 nodes, gangs of 8, capacity: tidegate bound 80 pods in ")
+        and "baseline 80 pods" in printed
+    )
+    root = Path(__file__).resolve().parents[1]
+    run = subprocess.run(
+        [sys.executable, "-m", "bench.scheduler_throughput", "--nodes", "20", "--repeats", "1"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert run.returncode == 0 and run.stdout.startswith("20 nodes, 1-pod jobs, default: tidegate bound 80 pods"), run
+    with pytest.raises(SystemExit) as refused:
+        main(["--nodes", "0"])
+    assert refused.value.code == 2

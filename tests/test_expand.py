@@ -170,6 +170,63 @@ def test_min_resources_takes_higher_priority_tasks_first() -> None:
     assert [p.priority for p in pods] == [100, 100, 1000, 1000]
 
 
+@pytest.mark.parametrize(
+    ("min_available", "expected_cpu"),
+    [
+        # minAvailable 3 = the tasks' minAvailable summed: each task's minAvailable pods (Volcano's CalcPGMinResources),
+        # not the first 3 pods by priority (3 x high = 15 cores)
+        (3, 1 * 5000 + 2 * 1000),
+        # 4, above the sum: those, then one more from the replicas beyond minAvailable, higher priority first
+        (4, 2 * 5000 + 2 * 1000),
+        (6, 4 * 5000 + 2 * 1000),
+        # 2, below the sum: the first 2 pods by priority (CalcFirstCountResources)
+        (2, 2 * 5000),
+    ],
+)
+def test_min_resources_follow_volcanos_calc_pg_min_resources(min_available: int, expected_cpu: int) -> None:
+    job = Job(
+        "j",
+        min_available=min_available,
+        tasks=(
+            task("low", 2, {"cpu": 1000}, min_available=2, priority_class_name="low"),
+            task("high", 4, {"cpu": 5000}, min_available=1, priority_class_name="high"),
+        ),
+    )
+    group, _ = expand_job(job, CLASSES)
+    assert group.min_resources == Resources({"cpu": expected_cpu})
+
+
+def test_min_resources_order_tasks_by_their_templates_own_class(tmp_path: Path) -> None:
+    # The job's class is high; task a's template names none (its pods inherit high), task b's names low.
+    # Volcano orders tasks by the class the template itself names: a counts 0, so b's pod comes first.
+    ms = load(
+        tmp_path,
+        """
+        apiVersion: batch.volcano.sh/v1alpha1
+        kind: Job
+        metadata: {name: mixed}
+        spec:
+          queue: dev
+          minAvailable: 1
+          priorityClassName: high
+          tasks:
+            - name: a
+              replicas: 1
+              template: {spec: {containers: [{name: c, resources: {requests: {cpu: "1"}}}]}}
+            - name: b
+              replicas: 1
+              template:
+                spec: {priorityClassName: low, containers: [{name: c, resources: {requests: {cpu: "3"}}}]}
+        """,
+        "apiVersion: scheduling.volcano.sh/v1beta1\nkind: Queue\nmetadata: {name: dev}\n",
+        "apiVersion: scheduling.k8s.io/v1\nkind: PriorityClass\nmetadata: {name: high}\nvalue: 1000\n",
+        "apiVersion: scheduling.k8s.io/v1\nkind: PriorityClass\nmetadata: {name: low}\nvalue: 100\n",
+    )
+    group, pods = expand_job(ms.jobs[0], ms.priority_classes)
+    assert [pod.priority for pod in pods] == [1000, 100]  # the pods keep their classes' priorities
+    assert group.min_resources == Resources({"cpu": 3000})
+
+
 def test_template_class_wins_over_the_jobs_and_scheduler_is_inherited() -> None:
     job = Job(
         "j",

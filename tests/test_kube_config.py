@@ -5,8 +5,12 @@ test_kube_apiserver.py for the real one)."""
 
 from __future__ import annotations
 
+import contextlib
 import socket
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +18,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
+from tidegate.cli.kube import request_timeout_seconds
 from tidegate.cli.main import app
 from tidegate.kube.failures import backoff
 from tidegate.kube.kubeconfig import KubeconfigError, api_client, merge, read_kubeconfig
@@ -143,6 +148,62 @@ def test_an_api_server_that_never_answers_is_one_line_an_attempt_and_cycles_stil
         assert f"API server https://127.0.0.1:{port} unreachable: " in lines[2] and "Connection refused" in lines[2]
         assert time.monotonic() - started >= backoff(1) + backoff(2)  # it waited between attempts
     assert [backoff(n) for n in range(1, 8)] == [1, 2, 4, 8, 16, 30, 30]
+
+
+@contextmanager
+def _silent_server() -> Iterator[tuple[int, list[socket.socket]]]:
+    """A loopback socket that accepts connections and never answers (a hung API server): its port, and the
+    connections it accepted."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(64)
+    accepted: list[socket.socket] = []
+
+    def accept() -> None:
+        with contextlib.suppress(OSError):  # closed at the end
+            while True:
+                accepted.append(listener.accept()[0])
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    try:
+        yield int(listener.getsockname()[1]), accepted
+    finally:
+        listener.close()
+        for connection in accepted:
+            connection.close()
+
+
+def test_an_api_server_that_accepts_and_never_answers_times_out_one_line_an_attempt(tmp_path: Path) -> None:
+    """Without a request timeout a server that accepts connections but never answers blocked a cycle for
+    good (a list) or a minute (the first watch): every request now times out (--request-timeout), is not
+    retried behind the loop's back, and the loop's backoff says so once an attempt."""
+    with _silent_server() as (port, accepted):
+        path = _write(tmp_path / "kubeconfig", _kubeconfig(f"https://127.0.0.1:{port}"))
+        for mode in ("--list", "--watch"):
+            before = len(accepted)
+            code, output = _kube("--kubeconfig", str(path), "--cycles", "2", "--request-timeout", "1s", mode)
+            lines = [line for line in output.splitlines() if line.startswith("cycle failed")]
+            assert code == 1 and len(lines) == 2 and "Traceback" not in output, output
+            said = f"API server https://127.0.0.1:{port} unreachable: no answer within 1 s"
+            assert all(said in line for line in lines), lines
+            if mode == "--list":  # one request an attempt (urllib3 retried a timed-out read three more times)
+                assert len(accepted) - before == 2
+        code, output = _kube("--kubeconfig", str(path), "--cycles", "1", "--request-timeout", "1", "--leader-elect")
+        assert code == 1 and "leader election: API server https://127.0.0.1:" in output and "within 1 s" in output
+
+
+@pytest.mark.parametrize(
+    ("given", "seconds"), [("30s", 30.0), ("1m", 60.0), ("500ms", 0.5), ("1m30s", 90.0), ("45", 45.0), ("0", 0.0)]
+)
+def test_request_timeout_is_read_as_kubectl_reads_it(given: str, seconds: float) -> None:
+    assert request_timeout_seconds(given) == seconds
+
+
+@pytest.mark.parametrize("given", ["5x", "-1s", "", "1.5"])
+def test_a_request_timeout_kubectl_refuses_is_refused(given: str) -> None:
+    code, output = _kube("--request-timeout", given)
+    assert code == 2 and "Invalid value for '--request-timeout'" in output, output
 
 
 def test_leader_election_against_an_api_server_that_never_answers_says_so(tmp_path: Path) -> None:

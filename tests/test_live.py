@@ -7,7 +7,7 @@ import pytest
 
 from tidegate.clock import SimClock
 from tidegate.live.control_plane import ControlPlane
-from tidegate.live.jobs import Conflict, JobPhase, NotFound
+from tidegate.live.jobs import AlreadyExists, Conflict, JobPhase, NotFound
 from tidegate.live.queue_manifests import merge_patch
 from tidegate.model.errors import ManifestErrors
 from tidegate.model.manifests import load_text
@@ -186,8 +186,12 @@ def test_a_submission_is_all_or_nothing_and_errors_name_document_object_and_fiel
     assert any(index == 2 and kind == "Job" for index, kind, _, _ in problems)  # the bad quantity
     assert p.jobs == {}  # the valid first document was not accepted either
     p.submit(vcjob("ok"))
-    with pytest.raises(ManifestErrors, match=r"Job/ok field metadata.name: job default/ok exists"):
+    with pytest.raises(AlreadyExists, match=r"Job/ok field metadata.name: job default/ok already exists") as there:
         p.submit(vcjob("ok"))
+    assert (there.value.kind, there.value.name, [e.name for e in there.value.errors]) == ("Job", "ok", ["ok"])
+    with pytest.raises(ManifestErrors) as both:  # with other problems, every one at once
+        p.submit(batch(vcjob("ok"), vcjob("lost", queue="nope")))
+    assert [(e.name, e.field) for e in both.value.errors] == [("lost", "spec.queue"), ("ok", "metadata.name")]
 
 
 def test_a_submission_holds_only_workloads() -> None:
@@ -210,7 +214,7 @@ spec: {containers: [{name: main, resources: {requests: {cpu: "1", nvidia.com/gpu
     assert p.submit(bare) == ["default/podgroup-notebook"]
     p.cycle()
     assert p.jobs["default/podgroup-notebook"].phase is JobPhase.RUNNING
-    with pytest.raises(ManifestErrors, match=r"Pod/notebook field metadata\.name"):
+    with pytest.raises(AlreadyExists, match=r"Pod/notebook field metadata\.name: job default/podgroup-notebook"):
         p.submit(bare)
 
 

@@ -4,13 +4,16 @@ to the burst queue; pinned jobs never reach a cloud node. On simulated time."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
 import typer
 from fastapi.testclient import TestClient
 from test_live import vcjob
+from typer.testing import CliRunner
 
+from tidegate.cli.main import app
 from tidegate.cli.serve import served_fleet
 from tidegate.clock import SimClock
 from tidegate.live.control_plane import ControlPlane
@@ -18,7 +21,7 @@ from tidegate.live.jobs import JobPhase, NotFound
 from tidegate.model.errors import ManifestErrors
 from tidegate.model.manifests import load_manifests
 from tidegate.model.objects import PodPhase
-from tidegate.server.app import create_app
+from tidegate.server.app import GracefulServer, create_app
 from tidegate.store.sql import Store
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -111,7 +114,7 @@ def serve_folder(
     """What `tidegate serve <folder> [--scenario]` runs, on simulated time (a new process on `store`)."""
     paths = [str(folder)]
     ms = load_manifests(paths)
-    fleet = served_fleet(paths, ms, scenario)
+    fleet = served_fleet(ms, scenario)
     plane = ControlPlane.from_manifests(ms, clock, store, fleet.pools, fleet.hpas, fleet.burst, fleet.budget)
     plane.start(clock, 1.0)
     return plane
@@ -138,7 +141,7 @@ def node_of(plane: ControlPlane, key: str) -> str:
 
 def test_idc_pools_become_nodes_and_a_waiting_job_bursts_onto_a_cloud_node_the_hpa_adds(tmp_path: Path) -> None:
     plane, clock = served(tmp_path)
-    assert served_fleet([str(tmp_path)], load_manifests([str(tmp_path)]), None).scenario == "burst"  # it bursts
+    assert served_fleet(load_manifests([str(tmp_path)]), None).scenario == "burst"  # it bursts
     assert sorted(plane.nodes) == ["idc-a100-0"]
     plane.submit(job("first", queue="prod"))
     clock.run(until=0.5)
@@ -235,8 +238,8 @@ def test_an_unknown_scenario_is_refused_by_name(tmp_path: Path) -> None:
 def test_the_demo_folder_is_served_with_its_burst_scenario_and_without_its_job_template() -> None:
     paths = [str(ROOT / "examples" / "hybrid-idc")]
     ms = load_manifests(paths)
-    fleet = served_fleet(paths, ms, None)
-    assert fleet.scenario == "elastic-burst"
+    fleet = served_fleet(ms, None)
+    assert (fleet.scenario, fleet.warnings) == ("elastic-burst", [])
     assert fleet.notes == [
         "NodePool aws-p4d-spot: spot interruptions are not drawn live; its nodes' agents report the "
         "provider's (POST /nodes/<name>/interruption)"
@@ -592,13 +595,41 @@ def test_serve_refuses_a_metric_it_cannot_supply_and_warns_of_a_selector_naming_
     (tmp_path / "fleet.yaml").write_text(
         FOLDER.replace("DEV_CAP", "16").replace("queue: hybrid-gpu-pool", "queue: nowhere")
     )
+    (warning,) = served_fleet(load_manifests([str(tmp_path)]), None).warnings  # the loader's, made once there
+    assert "HorizontalPodAutoscaler/cloud-burst-hpa field spec.metrics[0].external.metric.selector" in str(warning)
     clock = SimClock()
     plane = serve_folder(tmp_path, clock)
-    (warning,) = [w for w in plane.warnings if "HorizontalPodAutoscaler" in w]
-    assert "HorizontalPodAutoscaler/cloud-burst-hpa field spec.metrics[0].external.metric.selector" in warning
+    assert plane.warnings == []  # the control plane no longer works them out again
     fill_the_idc_then_wait(plane, clock)
     clock.run(until=300.0)
     (cloud,) = [p for p in plane.pools_view() if p["name"] == "cloud-a100"]
     active = cloud["hpa_status"]["conditions"][1]
     assert (active["reason"], cloud["billed_nodes"]) == ("FailedGetExternalMetric", 0)
     plane.stop()
+
+
+def test_tidegate_serve_prints_a_simulation_folder_s_warnings_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The loader's warnings of a simulation folder were dropped (a spot notice shorter than the job
+    template's grace period) or worked out again by the control plane (an HPA's): each is printed once."""
+    folder = tmp_path / "hybrid-idc"
+    shutil.copytree(ROOT / "examples" / "hybrid-idc", folder)
+    data = (ROOT / "examples" / "hybrid-idc" / "../../../shared/data").resolve()
+    for manifest in folder.glob("*.yaml"):  # the public data it names, where it is
+        manifest.write_text(manifest.read_text().replace("../../../shared/data", str(data)))
+    template = folder / "job-template.yaml"
+    template.write_text(
+        template.read_text().replace("terminationGracePeriodSeconds: 120", "terminationGracePeriodSeconds: 300")
+    )
+    hpa = folder / "hpa.yaml"
+    hpa.write_text(hpa.read_text().replace("queue: hybrid-gpu-pool", "queue: nowhere"))
+    monkeypatch.setattr(GracefulServer, "run", lambda self, sockets=None: None)  # start, print, stop at once
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(app, ["serve", str(folder), "--store", "memory", "--port", "0"])
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    grace = [line for line in lines if "terminationGracePeriodSeconds 300 is longer than NodePool aws-p4d-spot" in line]
+    selector = [line for line in lines if "HorizontalPodAutoscaler/cloud-burst-hpa field spec.metrics[0]" in line]
+    assert len(grace) == 1 and len(selector) == 1, result.output
+    assert all(line.startswith("warning: ") for line in grace + selector)

@@ -31,6 +31,7 @@ from tidegate.model.manifests import load_text
 from tidegate.model.objects import Queue
 from tidegate.server.access import Access
 from tidegate.server.app import MAX_SUBMISSION_BYTES, GracefulServer, create_app
+from tidegate.server.audit import AuditLog
 from tidegate.server.status import Cause, read_status
 
 SEED = Path(__file__).resolve().parents[1] / "examples" / "seed"
@@ -86,6 +87,30 @@ def test_bad_submissions_answer_422_naming_document_object_and_field(served: tup
     assert plane.jobs == {}
     garbled = client.post("/jobs", content="kind: [")
     assert garbled.status_code == 422 and read_status(garbled.json(), 422).details.causes[0].file == "POST /jobs"
+
+
+def test_a_job_submitted_twice_answers_409_already_exists(served: tuple[TestClient, ControlPlane]) -> None:
+    """kube-apiserver answers the create of a name it holds 409 AlreadyExists (it was 422 Invalid here)."""
+    client, plane = served
+    assert client.post("/jobs", content=vcjob("once")).status_code == 201
+    again = client.post("/jobs", content=vcjob("once"))
+    there = read_status(again.json(), 409)
+    assert (again.status_code, there.reason, there.details.kind, there.details.name) == (
+        409,
+        "AlreadyExists",
+        "Job",
+        "once",
+    )
+    (cause,) = there.details.causes
+    assert (cause.reason, cause.field, cause.document) == ("FieldValueDuplicate", "metadata.name", 0)
+    assert (
+        there.message
+        == "POST /jobs: document 0: Job/once field metadata.name: job default/once already exists; delete it first"
+    )
+    both = client.post("/jobs", content=batch(vcjob("once"), vcjob("lost", queue="nope")))
+    refused = read_status(both.json(), 422)  # with other problems, 422 naming every one, as before
+    assert [(c.name, c.field) for c in refused.details.causes] == [("lost", "spec.queue"), ("once", "metadata.name")]
+    assert list(plane.jobs) == ["default/once"]
 
 
 def test_a_queue_is_given_to_a_namespace_live_and_a_queue_made_in_memory_keeps_it(
@@ -303,6 +328,30 @@ def test_with_a_token_every_call_but_health_and_metrics_needs_it() -> None:
     ok = client.post("/jobs", content=vcjob("x"), headers={"Authorization": "Bearer s3cret"})
     assert ok.status_code == 201
     assert client.get("/healthz").status_code == 200 and client.get("/metrics").status_code == 200
+
+
+def test_with_a_token_an_unknown_route_or_method_answers_401_before_404_or_405(tmp_path: Path) -> None:
+    """kube-apiserver authenticates every request before it routes it: without a known token an unknown path
+    is 401, not 404 (which told a stranger which paths exist); with one, 404 and 405 as before."""
+    plane = ControlPlane.from_manifests(load_text(CLUSTER, "cluster.yaml"), SimClock())
+    audit = tmp_path / "audit.log"
+    client = TestClient(create_app(plane, Access.single("s3cret"), AuditLog(str(audit))))
+    for token in ("", "nope"):
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        for method, path in (("GET", "/nowhere"), ("DELETE", "/queues"), ("POST", "/healthz/x"), ("GET", "/docs")):
+            answer = client.request(method, path, headers=headers)
+            refused = read_status(answer.json(), 401)
+            assert (refused.reason, answer.headers["www-authenticate"]) == ("Unauthorized", "Bearer"), (method, path)
+    known = {"Authorization": "Bearer s3cret"}
+    assert read_status(client.get("/nowhere", headers=known).json(), 404).reason == "NotFound"
+    assert read_status(client.delete("/queues", headers=known).json(), 405).reason == "MethodNotAllowed"
+    assert [client.get(path).status_code for path in ("/healthz", "/readyz", "/metrics")] == [200, 200, 200]
+    recorded = [json.loads(line) for line in audit.read_text().splitlines()]
+    assert [(r["verb"], r["path"], r["code"], r["user"]) for r in recorded if r["path"] == "/healthz/x"] == [
+        ("POST", "/healthz/x", 401, ""),
+        ("POST", "/healthz/x", 401, ""),
+    ]
+    assert [(r["code"], r["user"]) for r in recorded if r["verb"] == "DELETE"][-1] == (405, "admin")
 
 
 @pytest.mark.parametrize(

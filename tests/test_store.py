@@ -30,7 +30,9 @@ from tidegate.model.objects import PodPhase
 from tidegate.store import StoreError
 from tidegate.store.lease import StoreLease
 from tidegate.store.sql import Store, meta
+from tidegate.store.sql import batches as batches_table
 from tidegate.store.sql import jobs as jobs_table
+from tidegate.store.sql import queues as queues_table
 
 
 @pytest.fixture(scope="session")
@@ -291,6 +293,94 @@ def test_a_stored_job_whose_queue_is_gone_is_an_error_naming_it(store: Store) ->
     (error,) = caught.value.errors
     assert (error.kind, error.name, error.field) == ("Job", "lost", "spec.queue")
     assert "job(s) default/lost submitted as lost.yaml" in error.source.file and store.where in error.source.file
+
+
+def _loosen(store: Store, file: str, old: str, new: str) -> None:
+    """Rewrite a stored batch's text as an older, looser admission accepted it."""
+    with store.engine.begin() as conn:
+        (text_,) = conn.execute(select(batches_table.c.text).where(batches_table.c.file == file)).one()
+        assert old in text_
+        conn.execute(batches_table.update().where(batches_table.c.file == file).values(text=text_.replace(old, new)))
+
+
+def test_a_stored_job_accepted_under_looser_rules_is_kept_with_a_warning_and_an_event(store: Store) -> None:
+    """Validation ratcheting: half a GPU or a label value Kubernetes refuses (refused at admission since), or a
+    queue Closed since the job was submitted, no longer stop the restart: the job is kept as it was, with a
+    warning naming it and the rule, and an event on it. A job that cannot be rebuilt still stops it."""
+    p, clock = start(store, cluster=CLUSTER)
+    p.submit(vcjob("half", gpus=1), "half.yaml")
+    p.submit(vcjob("labelled", replicas=2, gpus=1), "labelled.yaml")
+    p.submit(vcjob("late", gpus=1), "late.yaml")
+    p.submit(vcjob("big", queue="prod", replicas=2, gpus=4), "big.yaml")  # 5 of 8 GPUs free: it waits
+    p.cycle()
+    p.patch_queue("prod", {"spec": {"state": "Closed"}})
+    assert [p.jobs[k].waiting for k in ("default/half", "default/labelled", "default/late", "default/big")] == [
+        False,
+        False,
+        False,
+        True,
+    ]
+    _loosen(store, "half.yaml", 'nvidia.com/gpu: "1"', 'nvidia.com/gpu: "0.5"')
+    _loosen(
+        store, "late.yaml", "metadata: {name: late}", 'metadata: {name: late, annotations: {sla-waiting-time: "soon"}}'
+    )
+    _loosen(store, "labelled.yaml", "    template:\n", '    template:\n      metadata: {labels: {team: "a b"}}\n')
+    with pytest.raises(ManifestErrors):  # still refused as a new submission
+        p.submit(vcjob("half2", gpus=1).replace('"1"}', '"0.5"}'), "half2.yaml")
+    advance(clock, 60.0)
+    after, _ = start(store, at=clock.now(), cluster=CLUSTER)
+    half, labelled, big = (after.jobs[f"default/{name}"] for name in ("half", "labelled", "big"))
+    assert (half.phase, labelled.phase, big.phase) == (JobPhase.RUNNING, JobPhase.RUNNING, p.jobs["default/big"].phase)
+    assert (
+        half.pods[0].requests["nvidia.com/gpu"] == 500
+        and half.pods[0].gpu_indices == p.jobs["default/half"].pods[0].gpu_indices
+    )
+    assert [pod.labels["team"] for pod in labelled.pods] == ["a b", "a b"]
+    assert [pod.node_name for pod in half.pods] == [pod.node_name for pod in p.jobs["default/half"].pods]
+    assert len(after.warnings) == 4, after.warnings
+    assert after.jobs["default/late"].group.waiting_time is None  # unreadable: none, as Volcano runs it
+    rules = {
+        "default/half": "Job/half field spec.tasks[0].template.spec.containers[0].resources.requests[nvidia.com/gpu]:"
+        " '0.5': must be an integer",
+        "default/labelled": "Job/labelled field spec.tasks[0].template.metadata.labels: value 'a b' of 'team'",
+        "default/big": "Job/big field spec.queue: queue 'prod' is Closed",
+        "default/late": "Job/late field metadata.annotations.sla-waiting-time: ",
+    }
+    for key, rule in rules.items():
+        (warning,) = [w for w in after.warnings if f"job {key} submitted as" in w]
+        assert (
+            store.where in warning
+            and rule in warning
+            and warning.endswith("; kept as it was accepted (validation ratcheting)")
+        ), warning
+        (event,) = [m for _, m in after.jobs[key].events if m.startswith("kept at restart")]
+        assert rule.split(" field ")[1].split(":")[0] in event
+    after.cycle()  # the scheduler takes them as they are: the running stay, the waiting one waits
+    assert after.jobs["default/half"].phase is JobPhase.RUNNING and after.jobs["default/big"].waiting
+    again, _ = start(store, at=clock.now(), cluster=CLUSTER)
+    assert len(again.warnings) == 4  # warned at every start, the event written once
+    assert [m for _, m in again.jobs["default/half"].events].count(
+        next(m for _, m in after.jobs["default/half"].events if m.startswith("kept at restart"))
+    ) == 1
+    gone = CLUSTER.replace("metadata: {name: prod}", "metadata: {name: prod2}")
+    with pytest.raises(ManifestErrors) as caught:  # its queue gone: it cannot be rebuilt, as before
+        start(store, cluster=gone)
+    assert [(e.name, e.field) for e in caught.value.errors] == [("big", "spec.queue")]
+
+
+def test_a_stored_queue_patch_accepted_under_looser_rules_is_kept_with_a_warning(store: Store) -> None:
+    p, _ = start(store)
+    p.patch_queue("dev", {"metadata": {"labels": {"team": "ml"}}, "spec": {"capability": {"nvidia.com/gpu": "6"}}})
+    with store.engine.begin() as conn:  # as accepted before labels and whole GPUs were checked
+        manifest = conn.execute(select(queues_table.c.manifest).where(queues_table.c.name == "dev")).scalar_one()
+        manifest["metadata"]["labels"]["team"] = "m l"
+        manifest["spec"]["capability"]["nvidia.com/gpu"] = "5.5"
+        conn.execute(queues_table.update().where(queues_table.c.name == "dev").values(manifest=manifest))
+    after, _ = start(store)
+    assert after.queues["dev"].capability is not None and after.queues["dev"].capability["nvidia.com/gpu"] == 5500
+    assert len(after.warnings) == 2 and all(f"store {store.where}: queue dev" in w for w in after.warnings)
+    assert "Queue/dev field metadata.labels: value 'm l' of 'team'" in after.warnings[0]
+    assert "spec.capability[nvidia.com/gpu]: '5.5': must be an integer" in after.warnings[1]
 
 
 def test_a_submission_the_store_cannot_write_is_not_accepted(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:

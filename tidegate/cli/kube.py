@@ -14,9 +14,29 @@ from rich.console import Console
 
 from tidegate.cli.output import fail, warn
 from tidegate.fleet.burst import Burst
-from tidegate.model.manifests import load_manifests
+from tidegate.model.errors import FieldError
+from tidegate.model.manifests import go_duration, load_manifests
 from tidegate.model.objects import SchedulerConfiguration
 from tidegate.scheduler.admission import admission_errors
+
+
+def request_timeout_seconds(value: str | float) -> float:
+    """kubectl's `--request-timeout`: a whole number of seconds, or a Go duration (30s, 1m, 500ms); 0 for no
+    limit. Raises BadParameter."""
+    if isinstance(value, float):  # the default
+        return value
+    text = value.strip()
+    if text.isdigit():
+        return float(int(text))
+    try:
+        seconds = go_duration(text, "--request-timeout")
+    except FieldError:
+        seconds = -1.0
+    if seconds < 0:
+        raise typer.BadParameter(
+            f"{value!r}: a whole number of seconds, or a number with its unit (e.g. 30s, 2m, 500ms); 0 for no limit"
+        )
+    return seconds
 
 
 def kube(
@@ -50,6 +70,17 @@ def kube(
     ] = False,
     lock_namespace: Annotated[str, typer.Option("--lock-namespace", help="The Lease's namespace.")] = "kube-system",
     lock_name: Annotated[str, typer.Option("--lock-name", help="The Lease's name.")] = "tidegate-scheduler",
+    request_timeout: Annotated[
+        float,
+        typer.Option(
+            "--request-timeout",
+            parser=request_timeout_seconds,
+            metavar="DURATION",
+            show_default="30s",
+            help="How long a request to the API server may take to connect, and then for each part of its "
+            "answer, as kubectl's (30s, 1m; 0: no limit). A watch waits its own 60 s longer.",
+        ),
+    ] = 30.0,
     metrics_port: Annotated[
         int,
         typer.Option(
@@ -90,7 +121,7 @@ def kube(
             raise typer.Exit(1)
         configuration = ms.configurations[0]
     try:
-        api = KubeApi(kubeconfig, context, watch)
+        api = KubeApi(kubeconfig, context, watch, request_timeout)
     except KubeconfigError as exc:
         fail(err, [exc])
         raise typer.Exit(1) from exc

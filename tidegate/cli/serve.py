@@ -8,7 +8,7 @@ import time
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Annotated, Any, TextIO
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -21,11 +21,11 @@ from tidegate.fleet.burst import Burst
 from tidegate.fleet.pool import Pool
 from tidegate.fleet.spec import BudgetSpec
 from tidegate.live.control_plane import DEFAULT_PERIOD_SECONDS, ControlPlane
-from tidegate.model.errors import ManifestErrors
+from tidegate.model.errors import ManifestError, ManifestErrors
 from tidegate.model.manifests import ManifestSet, load_manifests
 from tidegate.server.access import read_access
 from tidegate.server.audit import STDERR, AuditLog
-from tidegate.sim.loader import load_simulation
+from tidegate.sim.loader import simulation_input
 from tidegate.sim.run import scenario_fleet
 from tidegate.sim.spec import ScenarioSpec
 from tidegate.store import StoreError
@@ -140,7 +140,6 @@ def serve(
     elif tls is None and host not in LOOPBACK:
         warn(err, [f"the API on {host} is plain HTTP: its bearer token crosses the network readable (--tls-cert-file)"])
     ms = load_manifests(sources, stdin=stdin())
-    warn(err, ms.warnings)
     clock = WallClock(start=time.time())
     lease = None
     cert, key = tls or (None, None)
@@ -148,8 +147,8 @@ def serve(
     options: dict[str, Any] = {"host": host, "port": port, "log_level": "warning", "ssl_certfile": cert}
     options["ssl_keyfile"] = key
     try:
-        fleet = served_fleet(sources, ms, scenario, stdin())
-        warn(err, fleet.notes)
+        fleet = served_fleet(ms, scenario)
+        warn(err, [*fleet.warnings, *fleet.notes])
         opened = None if store == MEMORY else Store(store_url(store))
         if opened is not None:
             lease = StoreLease(opened, identity(), lease_seconds, min(RENEW_SECONDS, lease_seconds / 3))
@@ -269,6 +268,9 @@ class ServedFleet:
     scenario: str = ""
     #: What is not served, to warn of.
     notes: list[str] = field(default_factory=list)
+    #: What loading the folder warned of: its manifests', and a simulation folder's own (HPAs, spot notices,
+    #: job templates), each once, as `tidegate simulate` prints them.
+    warnings: list[ManifestError] = field(default_factory=list)
 
 
 def check_tls(cert: Path | None, key: Path | None) -> tuple[str, str] | None:
@@ -298,15 +300,17 @@ def check_tls(cert: Path | None, key: Path | None) -> tuple[str, str] | None:
     return str(cert), str(key)
 
 
-def served_fleet(paths: list[str], ms: ManifestSet, scenario: str | None, stdin: TextIO | None = None) -> ServedFleet:
-    """A simulation folder's fleet as served live: node pools (IDC pools' nodes at once, cloud pools sized by
-    their HPAs), the chosen Scenario's quotas (static quotas rewrite `ms.queues`), cloud burst and budget.
-    A folder of Nodes alone gives no pools. Raises ManifestErrors or BadParameter."""
+def served_fleet(ms: ManifestSet, scenario: str | None) -> ServedFleet:
+    """A loaded folder's fleet as served live: for a simulation folder (checked as `tidegate simulate` checks
+    it) node pools (IDC pools' nodes at once, cloud pools sized by their HPAs), the chosen Scenario's quotas
+    (static quotas rewrite `ms.queues`), cloud burst and budget. A folder of Nodes alone gives no pools.
+    Raises ManifestErrors or BadParameter."""
     if not any(s.kind in ("Cluster", "NodePool") for s in ms.skipped):
         if scenario is not None:
             raise typer.BadParameter("the folder has no NodePools: --scenario needs a simulation folder")
-        return ServedFleet(notes=[f"skipped {s.kind}/{s.name} ({s.source}): not served live" for s in ms.skipped])
-    inp = load_simulation(paths, stdin)
+        notes = [f"skipped {s.kind}/{s.name} ({s.source}): not served live" for s in ms.skipped]
+        return ServedFleet(notes=notes, warnings=list(ms.warnings))
+    inp = simulation_input(ms)
     name, chosen = _scenario(inp.scenarios, scenario)
     queues, pools = scenario_fleet(inp, chosen)
     ms.queues = queues
@@ -329,9 +333,9 @@ def served_fleet(paths: list[str], ms: ManifestSet, scenario: str | None, stdin:
     if chosen.budget is not None and not chosen.burst.enabled:
         notes.append(f"scenario {name}: its budget is not served without burst (no cloud spend to count)")
     if not chosen.burst.enabled:
-        return ServedFleet(pools, [], None, None, name, notes)
+        return ServedFleet(pools, [], None, None, name, notes, inp.warnings)
     burst = Burst(chosen.burst.queue, chosen.burst.after_seconds)
-    return ServedFleet(pools, list(inp.hpas), burst, chosen.budget, name, notes)
+    return ServedFleet(pools, list(inp.hpas), burst, chosen.budget, name, notes, inp.warnings)
 
 
 def _scenario(scenarios: dict[str, ScenarioSpec], wanted: str | None) -> tuple[str, ScenarioSpec]:

@@ -16,9 +16,11 @@ from functools import partial
 from typing import Any, Protocol
 
 from kubernetes import client
+from kubernetes.client import rest
 from kubernetes.client.exceptions import ApiException
 
 from tidegate.fleet.pool import CLOUD_TOLERATION
+from tidegate.kube.failures import NoRetryOfTimeouts
 from tidegate.kube.informer import Informer, documents
 from tidegate.kube.kubeconfig import api_client
 from tidegate.model.manifests import QUEUE_NAME_ANNOTATION
@@ -29,6 +31,10 @@ VOLCANO_GROUP, VOLCANO_VERSION = "scheduling.volcano.sh", "v1beta1"
 EVENT_SOURCE = "tidegate"
 #: Seconds a first read waits for the watches' first listings.
 SYNC_SECONDS = 60.0
+#: Seconds a request may take to connect, and then for each part of its answer, unless told (kubectl's
+#: --request-timeout; 0: no limit): a server that accepts connections but never answers fails the request
+#: then, not never. A watch reads for its own timeoutSeconds longer.
+REQUEST_TIMEOUT_SECONDS = 30.0
 #: Seconds `close` waits for each stopped watch's thread.
 STOP_SECONDS = 5.0
 _log = logging.getLogger(__name__)
@@ -79,16 +85,56 @@ class ClusterApi(Protocol):
         ...
 
 
+def timed(api: client.ApiClient, seconds: float) -> client.ApiClient:
+    """`api` with a timeout on every request that sets none itself: `seconds` to connect, and `seconds` for
+    each read of the answer (none when 0, as kubectl's `--request-timeout=0`). A request that timed out is
+    not retried by the transport (urllib3 retries a read three times, which would make one attempt cost
+    four timeouts): the caller's backoff tries again, one line an attempt."""
+    api.configuration.retries = NoRetryOfTimeouts(3)  # urllib3's default count otherwise
+    timeout = (seconds, seconds) if seconds > 0 else None
+    api.rest_client.close()
+    api.rest_client = _TimedRESTClient(api.configuration, timeout)  # the pool manager reads `retries` when made
+    return api
+
+
+class _TimedRESTClient(rest.RESTClientObject):
+    """The client's transport, with a (connect, read) timeout for requests that give none."""
+
+    def __init__(self, configuration: client.Configuration, timeout: tuple[float, float] | None) -> None:
+        super().__init__(configuration)
+        self.timeout = timeout
+
+    def request(
+        self,
+        method: str,
+        url: str,
+        headers: Any = None,
+        body: Any = None,
+        post_params: Any = None,
+        _request_timeout: Any = None,
+    ) -> Any:
+        timeout = _request_timeout or self.timeout
+        return super().request(method, url, headers, body, post_params, timeout)  # type: ignore[no-untyped-call]
+
+
 class KubeApi:
     """ClusterApi over the official Python client, from a kubeconfig (or in-cluster service account).
 
     With `watch` (the default) the objects are listed once and then followed by watches (`Informer`): a
     read costs no API call. Without it every read lists the cluster."""
 
-    def __init__(self, kubeconfig: str | None = None, context: str | None = None, watch: bool = True) -> None:
+    def __init__(
+        self,
+        kubeconfig: str | None = None,
+        context: str | None = None,
+        watch: bool = True,
+        request_timeout: float = REQUEST_TIMEOUT_SECONDS,
+    ) -> None:
         """The cluster as kubectl finds it (`tidegate.kube.kubeconfig`: --kubeconfig, $KUBECONFIG,
-        ~/.kube/config, the pod's service account); raises KubeconfigError saying why it cannot."""
-        self.client = api_client(kubeconfig, context)
+        ~/.kube/config, the pod's service account); raises KubeconfigError saying why it cannot. Every request
+        times out after `request_timeout` seconds (`timed`)."""
+        self.client = timed(api_client(kubeconfig, context), request_timeout)
+        self.request_timeout = request_timeout
         #: The API server's address, as messages name it.
         self.host = str(self.client.configuration.host)
         self.core = client.CoreV1Api(self.client)
@@ -113,7 +159,9 @@ class KubeApi:
             listings = [(json.loads(call(_preload_content=False).data), api, kind) for call, api, kind in self.kinds]
             return [doc for listing, api, kind in listings for doc in documents(listing, api, kind)]
         if not self.informers:
-            self.informers = [Informer(call, api_version, kind) for call, api_version, kind in self.kinds]
+            self.informers = [
+                Informer(call, api_version, kind, self.request_timeout) for call, api_version, kind in self.kinds
+            ]
             for informer in self.informers:
                 informer.start()
         for informer in self.informers:

@@ -38,8 +38,13 @@ class _Gone(Exception):
 class Informer:
     """One kind's objects (`list_call` lists them all: a namespaced kind across namespaces)."""
 
-    def __init__(self, list_call: Callable[..., Any], api_version: str, kind: str) -> None:
+    def __init__(
+        self, list_call: Callable[..., Any], api_version: str, kind: str, request_timeout: float = 0.0
+    ) -> None:
+        """`request_timeout`: the seconds a list may wait for each read (the client's timeout, which the list
+        takes); a watch may wait WATCH_SECONDS longer, its own timeoutSeconds (0: no limit)."""
         self.list_call = list_call
+        self.watch_timeout = (request_timeout, WATCH_SECONDS + request_timeout) if request_timeout > 0 else None
         self.api_version, self.kind = api_version, kind
         self._objects: dict[tuple[str, str], dict[str, Any]] = {}
         self._lock = threading.Lock()
@@ -153,6 +158,7 @@ class Informer:
                 timeout_seconds=WATCH_SECONDS,
                 allow_watch_bookmarks=True,
                 _preload_content=False,
+                _request_timeout=self.watch_timeout,
             )
         except ApiException as exc:
             if exc.status == GONE:

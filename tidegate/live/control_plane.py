@@ -38,14 +38,13 @@ from tidegate.autoscale.hpa import HPASpec
 from tidegate.clock import Callback, Clock, EventLoop, Timer
 from tidegate.fleet.budget import Budget
 from tidegate.fleet.burst import Burst
-from tidegate.fleet.hpa_supply import hpa_report
 from tidegate.fleet.pool import Pool
 from tidegate.fleet.scaling import HPA_SYNC_SECONDS, CloudFleet, QueueTree
 from tidegate.fleet.spec import BudgetSpec
 from tidegate.lifecycle.policies import JobPolicy, Resolution, job_policy, verdict
 from tidegate.live.bill import Bill
 from tidegate.live.fleet_host import PRIORITY_FLEET, FleetHosting
-from tidegate.live.jobs import FINISHED, Conflict, Forbidden, JobPhase, LiveJob, Marked, NotFound
+from tidegate.live.jobs import FINISHED, AlreadyExists, Conflict, Forbidden, JobPhase, LiveJob, Marked, NotFound
 from tidegate.live.queue_manifests import merge_patch, parsed_queue, queue_manifest
 from tidegate.live.views import PlaneViews
 from tidegate.model.errors import ManifestError, ManifestErrors, Source
@@ -162,11 +161,9 @@ class ControlPlane(PlaneViews, FleetHosting):
         #: Cycles that raised, and the last one's error ("" once a cycle has succeeded since).
         self.failed_cycles = 0
         self.last_error = ""
-        #: What restoring from the store had to drop (e.g. a patch of a queue the folder no longer has), and
-        #: what the HPAs will not do as their authors may expect (a loaded folder's errors never get here).
+        #: What restoring from the store had to drop (e.g. a patch of a queue the folder no longer has). A
+        #: folder's own warnings (its HPAs' included) are its loader's: `tidegate serve` prints them.
         self.warnings: list[str] = []
-        refused, noted = hpa_report(hpas, [q.name for q in queues], {pool.name: pool.spec for pool in pools})
-        self.warnings += [str(problem) for problem in (*refused, *noted)]
         # Written to the store at the end of the current call (kept if the write fails, to retry).
         self._dirty = Marked()  # job keys; a key no longer in `jobs` is a deletion
         self._dirty_queues = Marked()
@@ -254,8 +251,9 @@ class ControlPlane(PlaneViews, FleetHosting):
         self, text: str, file: str = "request", user: str = "", namespaces: Collection[str] | None = None
     ) -> list[str]:
         """Accept Jobs, PodGroups with their pods, and bare pods (YAML or JSON, one or more documents) and
-        return their job keys. All or nothing: raises ManifestErrors naming document, object and field, or
-        Forbidden when an object is outside `namespaces` (None: any). The jobs' first event names `user`."""
+        return their job keys. All or nothing: raises ManifestErrors naming document, object and field,
+        AlreadyExists when its only problem is jobs that exist, or Forbidden when an object is outside
+        `namespaces` (None: any). The jobs' first event names `user`."""
         ms = load_text(text, file)  # a text of no object is an error there
         if namespaces is not None:
             objects: list[Job | PodGroup | Pod] = [*ms.jobs, *ms.podgroups, *ms.pods]
@@ -494,9 +492,13 @@ class ControlPlane(PlaneViews, FleetHosting):
             self._new_batches.append(batch)
         return keys
 
-    def _admit(self, ms: ManifestSet, existing: Collection[str]) -> list[_Admitted]:
+    def _admit(
+        self, ms: ManifestSet, existing: Collection[str], ratcheted: list[ManifestError] | None = None
+    ) -> list[_Admitted]:
         """A submission's jobs, validated against the served cluster and expanded as Volcano's job controller
-        does: what both a submission and a restore build jobs from. Raises ManifestErrors with every problem."""
+        does: what both a submission and a restore build jobs from. Raises ManifestErrors with every problem,
+        or AlreadyExists when the only problem is jobs in `existing`. With `ratcheted` (a restore), the
+        problems of the queue rules that ratchet go there (`validate`)."""
         errors = list(ms.errors)
         errors.extend(_misplaced(ms))
         too_many = _too_many_pods(ms)
@@ -510,24 +512,27 @@ class ControlPlane(PlaneViews, FleetHosting):
             pods=ms.pods,
         )
         submitted = {source.file for source in _sources(ms)}
-        errors.extend(e for e in validate(check) if e.source.file in submitted)
+        errors.extend(e for e in validate(check, ratcheted) if e.source.file in submitted)
         workload = workload_from(check)
         errors.extend(workload.errors)
         columns = self.core.ssn.index.col
         vcjobs = {job.key: job for job in ms.jobs}
+        there: list[ManifestError] = []
         for group in workload.groups:
             if group.key in existing:
                 kind, name = _written_as(group, vcjobs, workload.pods_of(group))
-                message = f"job {group.key} exists; delete it first"
-                errors.append(ManifestError(group.source, kind, name, "metadata.name", message))
+                message = f"job {group.key} already exists; delete it first"
+                there.append(ManifestError(group.source, kind, name, "metadata.name", message))
             for pod in workload.pods_of(group):
                 unknown = sorted(name for name in pod.requests if name not in columns)
                 if unknown:
                     field_ = "spec.containers[*].resources.requests"
                     message = f"no node offers {', '.join(unknown)}"
                     errors.append(ManifestError(pod.source, "Pod", pod.name, field_, message))
-        if errors:
-            raise ManifestErrors(errors)
+        if errors:  # every problem at once, jobs that exist among them
+            raise ManifestErrors([*errors, *there])
+        if there:
+            raise AlreadyExists(there)
         return [(group, tuple(workload.pods_of(group)), _policies(vcjobs.get(group.key))) for group in workload.groups]
 
     def _install(self, job: LiveJob, group_phase: PodGroupPhase | None = None) -> None:
@@ -559,16 +564,22 @@ class ControlPlane(PlaneViews, FleetHosting):
         """Replace a queue by a manifest; see `_set_queues`."""
         return self._set_queues({name: (doc, file)})[name]
 
-    def _set_queues(self, docs: Mapping[str, tuple[Any, str]]) -> dict[str, Queue]:
+    def _set_queues(
+        self, docs: Mapping[str, tuple[Any, str]], ratcheted: list[ManifestError] | None = None
+    ) -> dict[str, Queue]:
         """Replace queues by manifests (each with the file its errors name), validated as loaded ones, together,
         against the other queues: a queue cannot be renamed, its parent must exist, and the tree must hold
         (a problem the change makes in another queue, a child's capability above its parent's say, is named
-        too, as the change's). All or nothing: raises ManifestErrors."""
+        too, as the change's). All or nothing: raises ManifestErrors. With `ratcheted` (stored manifests read
+        back), the problems of the rules that ratchet go there, each value kept as written."""
         errors: list[ManifestError] = []
         new: dict[str, Queue] = {}
         for name, (doc, file) in docs.items():
-            ms = load_objects([doc], file)  # as parsed: written back as JSON and read as YAML, an emoji was refused
+            # as parsed: written back as JSON and read as YAML, an emoji was refused
+            ms = load_objects([doc], file, ratchet=ratcheted is not None)
             errors += ms.errors
+            if ratcheted is not None:
+                ratcheted += ms.ratcheted
             if not ms.errors and [q.name for q in ms.queues] != [name]:
                 field_, message = "metadata.name", "a queue cannot be renamed"
                 if not ms.queues:
@@ -598,21 +609,26 @@ class ControlPlane(PlaneViews, FleetHosting):
         """Continue where the stored control plane stopped.
 
         Queues patched live replace the folder's (a patch of a queue the folder no longer has is dropped,
-        with a warning: the queue was removed on purpose). Each job is rebuilt by admitting its batch's
+        with a warning: the queue was removed on purpose; one breaking a rule that ratchets is kept, with a
+        warning). Each job is rebuilt by admitting its batch's
         text again, through the submission's own code, and given its stored state: running pods on their
         nodes with their cards (used from the first cycle), succeeded pods finished, waiting jobs waiting
         since `queued_since`; finished jobs are kept for the API only. A job with a pod on a node the folder
-        no longer has restarts pending (no retry counted), with an event naming the node. A job that no
-        longer admits (its queue or priority class gone, a resource no node offers) is an error naming it.
+        no longer has restarts pending (no retry counted), with an event naming the node. A job that breaks
+        an admission rule that ratchets (a label value, half a GPU, its queue Closed since: it was accepted
+        before) is kept, with a warning and an event naming the rule; one that cannot be rebuilt (its queue or
+        priority class gone, a resource no node offers) is an error naming it.
         """
         kept = {
             name: (doc, f"{self._where()}: queue {name}") for name, doc in saved.queues.items() if name in self.queues
         }
-        self._set_queues(kept)  # together: one patch may have been accepted only after another
+        broken: list[ManifestError] = []
+        self._set_queues(kept, broken)  # together: one patch may have been accepted only after another
+        self.warnings += [f"{error}; kept as it was accepted (validation ratcheting)" for error in broken]
         for name in [name for name in saved.queues if name not in kept]:
             self.warnings.append(f"queue {name} was patched live but the folder no longer has it: patch dropped")
             self._dirty_queues.add(name)
-        admitted: dict[str, dict[str, _Admitted]] = {}
+        admitted: dict[str, dict[str, tuple[_Admitted, list[ManifestError]]]] = {}
         for stored in saved.jobs:
             batch_id = stored.state.batch
             if batch_id not in admitted:
@@ -622,26 +638,42 @@ class ControlPlane(PlaneViews, FleetHosting):
                 source = Source(f"{self._where()}: batch {saved.batches[batch_id].file}")
                 problem = "is not in the text it was submitted in"
                 raise ManifestErrors([ManifestError(source, "Job", stored.state.key, "", problem)])
-            self._restore_job(stored, built)
+            self._restore_job(stored, *built)
 
-    def _readmit(self, batch: Batch, stored: Sequence[StoredJob]) -> dict[str, _Admitted]:
-        """A stored batch's jobs by key, admitted again; errors name the store, the batch and its jobs."""
+    def _readmit(self, batch: Batch, stored: Sequence[StoredJob]) -> dict[str, tuple[_Admitted, list[ManifestError]]]:
+        """A stored batch's jobs by key, admitted again, each with the problems of the rules that ratchet it
+        has (read as written: it was accepted before them); errors name the store, the batch and its jobs."""
+        ms = load_text(batch.text, batch.file, ratchet=True)
+        broken = list(ms.ratcheted)
         try:
-            return {built[0].key: built for built in self._admit(load_text(batch.text, batch.file), ())}
+            built = self._admit(ms, (), broken)
         except ManifestErrors as exc:
             keys = ", ".join(job.state.key for job in stored if job.state.batch == batch.id)
             where = f"{self._where()}: job(s) {keys} submitted as {batch.file}"
             raise ManifestErrors(
                 [replace(error, source=replace(error.source, file=where)) for error in exc.errors]
             ) from exc
+        out = {}
+        for group, pods, policies in built:
+            objects = {(group.source, group.name), *((pod.source, pod.name) for pod in pods)}
+            out[group.key] = (group, pods, policies), [e for e in broken if (e.source, e.name) in objects]
+        return out
 
-    def _restore_job(self, stored: StoredJob, built: _Admitted) -> None:
+    def _restore_job(self, stored: StoredJob, built: _Admitted, broken: Sequence[ManifestError] = ()) -> None:
         state = stored.state
         job = _new_job(*built, state.batch, state.submitted)
         job.phase, job.reason, job.retries = JobPhase(state.phase), state.reason, state.retries
         job.queued_since, job.started, job.finished = state.queued_since, state.started, state.finished
         job.events = list(stored.events)
         self._saved_events[job.key] = len(job.events)
+        for error in broken:  # validation ratcheting: what was accepted stays readable
+            where = f"{self._where()}: job {job.key} submitted as {error.source.file}"
+            kept = replace(error, source=replace(error.source, file=where))
+            self.warnings.append(f"{kept}; kept as it was accepted (validation ratcheting)")
+            said = f"kept at restart as it was accepted, though now {error.field}: {error.message}"
+            if said not in {message for _, message in job.events}:
+                job.events.append((self.clock.now(), said))
+                self._dirty.add(job.key)
         pods = {pod.key: pod for pod in state.pods}
         job.pods = [_restored_pod(pod, pods.get(pod.key)) for pod in job.template]
         if state.queue and state.queue != job.group.queue:

@@ -9,6 +9,7 @@ from enum import StrEnum
 
 from tidegate.fleet.burst import burstable
 from tidegate.lifecycle.policies import JobPolicy
+from tidegate.model.errors import ManifestError
 from tidegate.model.objects import Pod, PodGroup
 from tidegate.model.resources import Resources
 
@@ -41,6 +42,19 @@ class NotFound(_AboutObject, KeyError):
 
 class Conflict(_AboutObject, ValueError):
     """The request contradicts the object's state (the API answers 409)."""
+
+
+class AlreadyExists(Conflict):
+    """A submission whose only problem is jobs that exist already (the API answers 409 AlreadyExists, as
+    kube-apiserver answers the create of a name it holds): `errors` names each, as a manifest problem."""
+
+    def __init__(self, errors: list[ManifestError]) -> None:
+        texts = [str(error) for error in errors]
+        message = texts[0] if len(texts) == 1 else f"{len(texts)} jobs exist already: {'; '.join(texts)}"
+        objects = {(error.kind, error.name) for error in errors}
+        kind, name = next(iter(objects)) if len(objects) == 1 else ("", "")
+        super().__init__(message, kind, name)
+        self.errors = errors
 
 
 class Forbidden(_AboutObject, PermissionError):

@@ -105,9 +105,9 @@ def expand_job(job: Job, priority_classes: PriorityClasses) -> tuple[PodGroup, l
 
     The group is named after the job, in the job's queue, with minMember = job_min_available(job),
     minTaskMember = each task's minAvailable (its replicas when unset, as Volcano's webhook
-    defaults it) and minResources = the requests of the first minMember pods, tasks taken in order
-    of priority (highest first, then as written). Pods are named <job>-<task>-<index>. Raises
-    ManifestErrors when a priority class is undefined and not one of the built-in levels.
+    defaults it) and minResources as Volcano's calcPGMinResources sums them (`min_resources`). Pods are
+    named <job>-<task>-<index>. Raises ManifestErrors when a priority class is undefined and not one of
+    the built-in levels.
     """
     classes = _class_index(priority_classes)
     group_priority = _resolve(job, job.priority_class_name, "spec.priorityClassName", classes)
@@ -118,7 +118,7 @@ def expand_job(job: Job, priority_classes: PriorityClasses) -> tuple[PodGroup, l
         namespace=job.namespace,
         queue=job.queue,
         min_member=min_member,
-        min_resources=_min_resources(pods_by_task, min_member),
+        min_resources=min_resources(job, min_member, classes),
         min_task_member={task.name: _task_min_available(task) for task in job.tasks},
         priority_class_name=job.priority_class_name,
         priority=group_priority,
@@ -210,13 +210,65 @@ def _template_priority_field(job: Job, index: int, task: TaskSpec) -> str:
     return "spec.priorityClassName"
 
 
-def _min_resources(pods_by_task: list[list[Pod]], min_member: int) -> Resources:
-    """Requests of the first `min_member` pods, higher-priority tasks first (Volcano's calcPGMinResources)."""
-    ordered = sorted(pods_by_task, key=lambda pods: -pods[0].priority if pods else 0)
+def min_resources(job: Job, min_member: int, classes: Mapping[str, PriorityClass]) -> Resources:
+    """The PodGroup's minResources as Volcano's job controller computes them (calcPGMinResources,
+    pkg/controllers/job/job_controller_actions.go, and TasksPriority in job_controller_util.go).
+
+    Tasks are ordered by the priority of the class their template names itself (`spec.priorityClassName`
+    as written: not the job's class it inherits; no class, or one that is not defined, counts 0), highest
+    first, tasks of equal priority as written. When minMember is below the sum of the tasks' minAvailable,
+    it is the requests of the first minMember pods in that order. Otherwise each task's minAvailable pods
+    count first (at most minMember in all), then, while fewer than minMember, the replicas beyond their
+    minAvailable of the tasks in the same order.
+    """
+    tasks = sorted(job.tasks, key=lambda task: -_own_priority(task.template, classes))  # stable: ties as written
     total = EMPTY
-    for pod in [pod for pods in ordered for pod in pods][:min_member]:
-        total = total + pod.requests
+    if min_member < sum(_task_min_available(task) for task in job.tasks):  # CalcFirstCountResources
+        count = min_member
+        for task in tasks:
+            taken = min(count, task.replicas)
+            total += task.template.requests.scaled(max(taken, 0))
+            count -= taken
+            if count <= 0:
+                break
+        return total
+    pods = 0  # CalcPGMinResources: every task's minAvailable first
+    for task in tasks:
+        taken = min(_task_min_available(task), min_member - pods)
+        total += task.template.requests.scaled(max(taken, 0))
+        pods += taken
+        if pods >= min_member:
+            return total
+    left = min_member - pods  # then up to minMember from the replicas beyond minAvailable
+    for task in tasks:
+        spare = task.replicas - _task_min_available(task)
+        if spare == 0:
+            continue
+        taken = min(left, spare)
+        total += task.template.requests.scaled(max(taken, 0))
+        left -= taken
+        if left <= 0:
+            break
     return total
+
+
+def _own_priority(template: Pod, classes: Mapping[str, PriorityClass]) -> int:
+    """The priority of the class a task's template names in its own spec, as calcPGMinResources reads it:
+    0 without one, and 0 for a class it cannot find (Volcano logs and ignores it); tidegate's built-in
+    levels count as the classes they stand for. A template built without a manifest names its
+    `priority_class_name`."""
+    if template.raw:
+        spec = template.raw.get("spec")
+        written = spec.get("priorityClassName") if isinstance(spec, Mapping) else None
+        name = written if isinstance(written, str) else ""
+    else:
+        name = template.priority_class_name
+    if not name:
+        return 0
+    try:
+        return resolve_priority(name, classes)
+    except FieldError:
+        return 0
 
 
 # --- PodGroups and bare pods ------------------------------------------------------------------------

@@ -9,6 +9,14 @@ Loading never stops at the first problem: each bad document or field becomes a M
 pass. Kinds tidegate does not schedule (Deployment, ConfigMap, ...) are listed in `skipped`; a kind or
 apiVersion that does not exist in a group tidegate knows (kinds.py) is an error, and so is no object at all.
 Resource lists, labels and annotations are checked as Kubernetes' admission checks them (names.py).
+
+Some of those rules ratchet, as Kubernetes' validation ratcheting lets objects already stored be read back
+though a rule refuses them now: rules on how a value is written that leave its meaning plain. They are
+label keys and values (nodeSelectors too), annotation keys and size, a container's resources (their names,
+whole extended resources, a request equal to its limit), an extended resource with a binary suffix, and the
+sla-waiting-time annotation. A ratcheting load (`load_text(..., ratchet=True)`, what a store's text is read
+back with) records their problems in `ManifestSet.ratcheted` and keeps the value as written (an unreadable
+sla-waiting-time is none, as Volcano runs the job without one); any other problem is an error as always.
 Cross-object rules (queues that exist, gang sizes, ...) live in validation.py; turning vcjobs and
 bare pods into schedulable groups lives in expand.py.
 """
@@ -24,7 +32,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, date, datetime
 from enum import Enum
 from pathlib import Path
-from typing import Any, NamedTuple, TextIO, TypeVar
+from typing import Any, NamedTuple, NoReturn, TextIO, TypeVar
 
 import yaml
 
@@ -176,6 +184,9 @@ class ManifestSet:
     other_documents: list[tuple[Source, dict[str, Any]]] = field(default_factory=list)
     warnings: list[ManifestError] = field(default_factory=list)
     errors: list[ManifestError] = field(default_factory=list)
+    #: What a ratcheting load (`load_text(..., ratchet=True)`: a store's text read back) found breaking a rule
+    #: that ratchets (see the module's docstring), each value kept as written instead of an error.
+    ratcheted: list[ManifestError] = field(default_factory=list)
 
     def add(self, obj: Manifest) -> None:
         """Append an object to the list of its kind."""
@@ -222,9 +233,11 @@ def load_manifests(paths: Sequence[str], stdin: TextIO | None = None) -> Manifes
     return session.finish()
 
 
-def load_text(text: str, file: str = "<memory>") -> ManifestSet:
-    """Load manifests from a YAML (or JSON) string, as if read from `file`; no object in it is an error."""
-    session = _Session()
+def load_text(text: str, file: str = "<memory>", ratchet: bool = False) -> ManifestSet:
+    """Load manifests from a YAML (or JSON) string, as if read from `file`; no object in it is an error. With
+    `ratchet` (text accepted before, read back), problems of the rules that ratchet are `ratcheted`, not
+    errors (see the module's docstring)."""
+    session = _Session(ratchet)
     session.load_text(text, file)
     session.require_objects(file)
     return session.finish()
@@ -255,10 +268,11 @@ def load_documents(docs: Iterable[tuple[Source, object]], where: str) -> Manifes
     return session.finish()
 
 
-def load_objects(docs: Iterable[object], file: str) -> ManifestSet:
+def load_objects(docs: Iterable[object], file: str, ratchet: bool = False) -> ManifestSet:
     """Load objects already parsed from JSON (e.g. an API server's list items, each with its apiVersion and
-    kind), as if document i of `file`. No object is no error here: a cluster may hold none."""
-    session = _Session()
+    kind), as if document i of `file`. No object is no error here: a cluster may hold none. `ratchet` as
+    `load_text`'s."""
+    session = _Session(ratchet)
     for i, doc in enumerate(docs):
         session.load_document(doc, Source(file, i))
     return session.finish()
@@ -371,8 +385,10 @@ class _PriorityRef:
 class _Session:
     """One load: the growing ManifestSet and the priority references resolved at the end."""
 
-    def __init__(self) -> None:
+    def __init__(self, ratchet: bool = False) -> None:
         self.ms = ManifestSet()
+        #: Whether problems of the rules that ratchet are ratcheted (the value kept) rather than errors.
+        self.ratchet = ratchet
         self.priority_refs: list[_PriorityRef] = []
         #: Objects read (documents that are not empty, and each item of a List).
         self.objects = 0
@@ -570,20 +586,33 @@ def _as_choice(enum: type[E], value: Any, field_: str) -> E:
         raise FieldError(field_, f"{_shown(value)} is not one of {allowed}") from None
 
 
-def _as_resources(value: Any, field_: str, keep_zeros: bool = False, integers: bool = False) -> Resources | None:
+def _raise(field_: str, message: str) -> NoReturn:
+    """What refusing a value means outside a ratcheting load: an error (a FieldError for `_Reader.read`)."""
+    raise FieldError(field_, message)
+
+
+#: Refuses a value for breaking one of the rules that ratchet (`_raise`, or `_Reader.refuse`).
+Refuse = Callable[[str, str], None]
+
+
+def _as_resources(
+    value: Any, field_: str, keep_zeros: bool = False, integers: bool = False, refuse: Refuse = _raise
+) -> Resources | None:
     """A resource list, or None when absent or empty (Volcano reads an empty list as "no limit")."""
     if value is None or value == {}:
         return None
-    return _as_resource_list(value, field_, keep_zeros, integers)
+    return _as_resource_list(value, field_, keep_zeros, integers, refuse)
 
 
-def _as_resource_list(value: Any, field_: str, keep_zeros: bool = False, integers: bool = False) -> Resources:
+def _as_resource_list(
+    value: Any, field_: str, keep_zeros: bool = False, integers: bool = False, refuse: Refuse = _raise
+) -> Resources:
     """Like Resources.parse, but each (resource, quantity) pair is parsed once per process.
 
     Node and pod lists repeat the same quantities thousands of times; exact Fraction parsing of
     each would be the largest cost of loading after YAML itself. Each quantity is checked by
     `_check_count`; `integers` makes extended resources (and pods) whole numbers, as Kubernetes
-    requires of containers and nodes and Volcano of queues.
+    requires of containers and nodes and Volcano of queues; `refuse` says what breaking those rules does.
     """
     if value is None:
         return EMPTY
@@ -595,7 +624,7 @@ def _as_resource_list(value: Any, field_: str, keep_zeros: bool = False, integer
             amount = _canonical_cached(name, quantity, key)
         else:
             amount = to_canonical(str(name), quantity, key)
-        _check_count(str(name), quantity, amount, key, integers)
+        _check_count(str(name), quantity, amount, key, integers, refuse)
         amounts[str(name)] = amount
     return Resources(amounts, keep_zeros=keep_zeros)
 
@@ -603,7 +632,7 @@ def _as_resource_list(value: Any, field_: str, keep_zeros: bool = False, integer
 _BINARY_SUFFIX = re.compile(r"[0-9.]\s*[KMGTPE]i\s*$")
 
 
-def _check_count(name: str, quantity: Any, amount: int, field_: str, integer: bool) -> None:
+def _check_count(name: str, quantity: Any, amount: int, field_: str, integer: bool, refuse: Refuse) -> None:
     """An extended resource counts devices (or MiB, or thousandths of a card): a binary suffix is a unit
     mistake ("nvidia.com/gpu: 4Gi" is 4,294,967,296 GPUs to Kubernetes), and with `integer` a quantity of
     an integer resource must be whole (Kubernetes' ValidateResourceQuantityValue)."""
@@ -612,13 +641,13 @@ def _check_count(name: str, quantity: Any, amount: int, field_: str, integer: bo
     extended = is_extended_resource(name)
     if extended and isinstance(quantity, str) and _BINARY_SUFFIX.search(quantity):
         unit = "MiB" if name == GPU_MEMORY else "whole units"
-        raise FieldError(
+        refuse(
             field_, f"{quantity!r}: {name} is counted in {unit}, not bytes; write a plain number, without Ki, Mi, Gi..."
         )
     if integer and is_integer_resource(name):
         whole = parse_quantity(quantity, field_).denominator == 1 if scale_of(name) == 1 else amount % 1000 == 0
         if not whole:
-            raise FieldError(field_, f"{quantity!r}: must be an integer ({name} is counted in whole units)")
+            refuse(field_, f"{quantity!r}: must be an integer ({name} is counted in whole units)")
 
 
 #: Resources no check applies to (the common ones, looked up first).
@@ -687,6 +716,15 @@ def _as_duration(value: Any, field_: str) -> float | None:
     return -seconds if text.startswith("-") else seconds
 
 
+def go_duration(text: str, field_: str) -> float:
+    """A Go duration (time.ParseDuration: "30s", "1m30s", "500ms"; "0") in seconds, for options written as
+    Kubernetes' tools write them; raises FieldError naming `field_`."""
+    seconds = _as_duration(text.strip(), field_)
+    if seconds is None:
+        raise FieldError(field_, "is empty: give a duration such as 30s or 1m")
+    return seconds
+
+
 #: Go's longest time.Duration (2^63 - 1 nanoseconds), in seconds: time.ParseDuration refuses more.
 MAX_GO_DURATION_S = (2**63 - 1) / 1e9
 
@@ -708,10 +746,19 @@ def as_waiting_time(value: Any, field_: str) -> float:
 
 
 def _waiting_time(annotations: Mapping[str, str], r: _Reader, prefix: str = "metadata.annotations") -> float | None:
-    """The sla-waiting-time annotation (SLA_WAITING_TIME_ANNOTATIONS, the first one given), in seconds."""
+    """The sla-waiting-time annotation (SLA_WAITING_TIME_ANNOTATIONS, the first one given), in seconds; one that
+    a ratcheting load cannot read is none, as Volcano runs the job without a waiting time."""
+
+    def read(value: Any, field_: str) -> float | None:
+        try:
+            return as_waiting_time(value, field_)
+        except FieldError as exc:
+            r.refuse(exc.field, exc.message)
+            return None
+
     for key in SLA_WAITING_TIME_ANNOTATIONS:
         if key in annotations:
-            return r.read(as_waiting_time, annotations[key], f"{prefix}.{key}", None)
+            return r.read(read, annotations[key], f"{prefix}.{key}", None)
     return None
 
 
@@ -731,6 +778,21 @@ class _Reader:
 
     def warn(self, field_: str, message: str) -> None:
         self.session.ms.warnings.append(ManifestError(self.source, self.kind, self.name, field_, message))
+
+    def refuse(self, field_: str, message: str) -> None:
+        """A value breaks one of the rules that ratchet: an error (raised, inside a parse `read` calls), or in a
+        ratcheting load a ratcheted problem, the value kept as written."""
+        if not self.session.ratchet:
+            _raise(field_, message)
+        self.session.ms.ratcheted.append(ManifestError(self.source, self.kind, self.name, field_, message))
+
+    def labels(self, value: Any, field_: str) -> dict[str, str]:
+        """Labels or a nodeSelector at `field_` (see _as_labels)."""
+        return self.read(lambda v, f: _as_labels(v, f, self.refuse), value, field_, {})
+
+    def annotations(self, value: Any, field_: str) -> dict[str, str]:
+        """Annotations at `field_` (see _as_annotations)."""
+        return self.read(lambda v, f: _as_annotations(v, f, self.refuse), value, field_, {})
 
     def read(self, parse: Callable[[Any, str], T], value: Any, field_: str, default: T) -> T:
         """parse(value, field), or `default` after recording the FieldError it raised."""
@@ -766,7 +828,7 @@ class _Reader:
         """The resource list at data[key] (see _as_resources); keep_zeros keeps declared zero quantities,
         integers requires whole extended resources."""
         return self.read(
-            lambda v, f: _as_resources(v, f, keep_zeros, integers), data.get(key), _join(prefix, key), None
+            lambda v, f: _as_resources(v, f, keep_zeros, integers, self.refuse), data.get(key), _join(prefix, key), None
         )
 
     def choice(self, data: Mapping[str, Any], prefix: str, key: str, enum: type[E], default: E) -> E:
@@ -809,36 +871,36 @@ def _metadata(doc: Mapping[str, Any], r: _Reader, default_name: str = "") -> _Me
     return _Meta(
         name=name,
         namespace=r.text(meta, "metadata", "namespace") or DEFAULT_NAMESPACE,
-        labels=r.read(_as_labels, meta.get("labels"), "metadata.labels", {}),
-        annotations=r.read(_as_annotations, meta.get("annotations"), "metadata.annotations", {}),
+        labels=r.labels(meta.get("labels"), "metadata.labels"),
+        annotations=r.annotations(meta.get("annotations"), "metadata.annotations"),
         created=r.read(_as_timestamp, meta.get("creationTimestamp"), "metadata.creationTimestamp", 0.0),
     )
 
 
-def _as_labels(value: Any, field_: str) -> dict[str, str]:
+def _as_labels(value: Any, field_: str, refuse: Refuse) -> dict[str, str]:
     """metadata.labels as Kubernetes' ValidateLabels checks them: qualified-name keys, label values."""
     labels = _as_str_map(value, field_)
     for key, item in labels.items():
         problem = qualified_name_problem(key)
         if problem:
-            raise FieldError(field_, f"key {key[:80]!r}: {problem}")
+            refuse(field_, f"key {key[:80]!r}: {problem}")
         problem = label_value_problem(item)
         if problem:
-            raise FieldError(field_, f"value {item[:80]!r} of {key!r}: {problem}")
+            refuse(field_, f"value {item[:80]!r} of {key!r}: {problem}")
     return labels
 
 
-def _as_annotations(value: Any, field_: str) -> dict[str, str]:
+def _as_annotations(value: Any, field_: str, refuse: Refuse) -> dict[str, str]:
     """metadata.annotations as Kubernetes' ValidateAnnotations checks them: qualified-name keys, at most
     256 KiB in all (keys and values, in bytes)."""
     annotations = _as_str_map(value, field_)
     for key in annotations:
         problem = qualified_name_problem(key)
         if problem:
-            raise FieldError(field_, f"key {key[:80]!r}: {problem}")
+            refuse(field_, f"key {key[:80]!r}: {problem}")
     size = sum(len(key.encode()) + len(item.encode()) for key, item in annotations.items())
     if size > MAX_ANNOTATIONS_BYTES:
-        raise FieldError(
+        refuse(
             field_, f"{size:,} bytes: annotations may hold at most {MAX_ANNOTATIONS_BYTES:,} (256 KiB, keys and values)"
         )
     return annotations
@@ -986,7 +1048,7 @@ def _as_gpu_indices(value: Any, field_: str) -> tuple[int, ...]:
 def _pod_from_spec(meta: _Meta, spec: Mapping[str, Any], prefix: str, r: _Reader, scheduler: str) -> Pod:
     """The scheduling-relevant part of a pod spec, shared by Pods and vcjob task templates."""
     annotations = meta.annotations
-    requests = r.read(_as_pod_requests, spec, prefix, EMPTY)
+    requests = r.read(lambda v, f: _as_pod_requests(v, f, r.refuse), spec, prefix, EMPTY)
     if GPU_MEMORY not in requests and annotations.get(GPU_MEMORY_ANNOTATION):
         field_ = _annotation_field(prefix, GPU_MEMORY_ANNOTATION)
         amount = r.read(lambda v, f: to_canonical(GPU_MEMORY, v, f), annotations[GPU_MEMORY_ANNOTATION], field_, 0)
@@ -997,7 +1059,7 @@ def _pod_from_spec(meta: _Meta, spec: Mapping[str, Any], prefix: str, r: _Reader
         requests=requests,
         labels=meta.labels,
         annotations=annotations,
-        node_selector=r.read(_as_labels, spec.get("nodeSelector"), f"{prefix}.nodeSelector", {}),
+        node_selector=r.labels(spec.get("nodeSelector"), f"{prefix}.nodeSelector"),
         affinity=_read_affinity(spec, prefix, r),
         pod_affinity=_read_pod_affinity(spec, prefix, r),
         tolerations=r.read(_as_tolerations, spec.get("tolerations"), f"{prefix}.tolerations", ()),
@@ -1032,7 +1094,7 @@ def _read_preemptable(meta: _Meta, prefix: str, r: _Reader) -> bool | None:
     return value
 
 
-def _as_pod_requests(spec: Mapping[str, Any], prefix: str) -> Resources:
+def _as_pod_requests(spec: Mapping[str, Any], prefix: str, refuse: Refuse) -> Resources:
     """A pod's effective request, as Kubernetes computes it.
 
     max(sum of containers + restartable (sidecar) init containers, the peak of the init phase), where
@@ -1040,11 +1102,11 @@ def _as_pod_requests(spec: Mapping[str, Any], prefix: str) -> Resources:
     """
     total = EMPTY
     for i, container in enumerate(_as_list(spec.get("containers"), f"{prefix}.containers")):
-        total = total + _as_container_requests(container, f"{prefix}.containers[{i}]")
+        total = total + _as_container_requests(container, f"{prefix}.containers[{i}]", refuse)
     sidecars, init_peak = EMPTY, EMPTY
     for i, container in enumerate(_as_list(spec.get("initContainers"), f"{prefix}.initContainers")):
         field_ = f"{prefix}.initContainers[{i}]"
-        request = _as_container_requests(container, field_)
+        request = _as_container_requests(container, field_, refuse)
         if container.get("restartPolicy") == "Always":
             sidecars = sidecars + request
             init_peak = _peak(init_peak, sidecars)
@@ -1053,7 +1115,7 @@ def _as_pod_requests(spec: Mapping[str, Any], prefix: str) -> Resources:
     return _peak(total + sidecars, init_peak)
 
 
-def _as_container_requests(value: Any, field_: str) -> Resources:
+def _as_container_requests(value: Any, field_: str, refuse: Refuse) -> Resources:
     """A container's requests, checked as Kubernetes' ValidateResourceRequirements checks them: resource
     names a container may ask, whole extended resources, a request at most its limit (equal to it for an
     extended resource or huge pages); a limit without a request is also the request."""
@@ -1065,17 +1127,15 @@ def _as_container_requests(value: Any, field_: str) -> Resources:
         for name in listed:
             problem = container_resource_problem(str(name))
             if problem:
-                raise FieldError(resource_field(paths[key], str(name)), problem)
-    requests = _as_resource_list(raw["requests"], paths["requests"], integers=True)
-    limits = _as_resource_list(raw["limits"], paths["limits"], integers=True)
+                refuse(resource_field(paths[key], str(name)), problem)
+    requests = _as_resource_list(raw["requests"], paths["requests"], integers=True, refuse=refuse)
+    limits = _as_resource_list(raw["limits"], paths["limits"], integers=True, refuse=refuse)
     for name in raw["requests"].keys() & raw["limits"].keys():
         limit = raw["limits"][name]
         if requests[name] != limits[name] and not is_overcommit_allowed(name):
-            raise FieldError(resource_field(paths["requests"], name), f"must be equal to {name} limit of {limit}")
-        if requests[name] > limits[name]:
-            raise FieldError(
-                resource_field(paths["requests"], name), f"must be less than or equal to {name} limit of {limit}"
-            )
+            refuse(resource_field(paths["requests"], name), f"must be equal to {name} limit of {limit}")
+        elif requests[name] > limits[name]:
+            refuse(resource_field(paths["requests"], name), f"must be less than or equal to {name} limit of {limit}")
     return Resources({**{k: v for k, v in limits.items() if k not in raw["requests"]}, **requests})
 
 
@@ -1509,10 +1569,8 @@ def _parse_task(value: Any, index: int, job: _Meta, scheduler: str, r: _Reader) 
     meta = _Meta(
         name=f"{job.name}-{name}",
         namespace=job.namespace,
-        labels=r.read(_as_labels, template_meta.get("labels"), f"{prefix}.template.metadata.labels", {}),
-        annotations=r.read(
-            _as_annotations, template_meta.get("annotations"), f"{prefix}.template.metadata.annotations", {}
-        ),
+        labels=r.labels(template_meta.get("labels"), f"{prefix}.template.metadata.labels"),
+        annotations=r.annotations(template_meta.get("annotations"), f"{prefix}.template.metadata.annotations"),
         created=job.created,
     )
     spec_prefix = f"{prefix}.template.spec"

@@ -103,9 +103,13 @@ def _error(obj: _Object, kind: str, field_: str, message: str) -> ManifestError:
     return ManifestError(obj.source, kind, obj.name, field_, message)
 
 
-def validate(ms: ManifestSet) -> list[ManifestError]:
-    """Every admission problem in the set, ordered by file and document."""
+def validate(ms: ManifestSet, ratcheted: list[ManifestError] | None = None) -> list[ManifestError]:
+    """Every admission problem in the set, ordered by file and document. With `ratcheted` (objects accepted
+    before, read back from a store), the problems of the queue rules that ratchet go there instead: a job,
+    PodGroup or pod in a queue that is no longer Open or no longer takes its namespace stays (it waits, as
+    the scheduler keeps such work waiting), as Kubernetes' validation ratcheting keeps stored objects."""
     queues = _QueueTree.of(ms.queues)
+    queues.ratcheted = ratcheted
     errors = [
         *_name_errors(ms),
         *_duplicate_names(ms),
@@ -182,6 +186,8 @@ class _QueueTree:
 
     by_name: dict[str, Queue]
     children: dict[str, list[str]] = field(default_factory=dict)
+    #: Where the problems of the rules that ratchet go (see `validate`); None: they are errors.
+    ratcheted: list[ManifestError] | None = None
 
     @classmethod
     def of(cls, queues: Iterable[Queue]) -> _QueueTree:
@@ -321,11 +327,17 @@ class _QueueTree:
                 f"queue {queue!r} has child queues ({', '.join(children)}); only leaf queues take work",
             )
         state = self.state_of(queue)
+        ratcheting: list[ManifestError] = []
         if check_state and state is not QueueState.OPEN:
-            yield _error(obj, kind, field_, f"queue {queue!r} is {state.value}; only Open queues take new work")
+            message = f"queue {queue!r} is {state.value}; only Open queues take new work"
+            ratcheting.append(_error(obj, kind, field_, message))
         refusal = self.namespace_refusal(queue, obj.namespace) if check_state else ""
         if refusal:
-            yield _error(obj, kind, field_, f"{refusal} (annotation {NAMESPACES_ANNOTATION})")
+            ratcheting.append(_error(obj, kind, field_, f"{refusal} (annotation {NAMESPACES_ANNOTATION})"))
+        if self.ratcheted is None:
+            yield from ratcheting
+        else:
+            self.ratcheted.extend(ratcheting)
 
     def namespace_refusal(self, queue: str, namespace: str) -> str:
         """Why the queue, or one of its ancestors, does not take work from the namespace ("" if they all do).

@@ -21,14 +21,16 @@
     GET    /docs, /redoc, /openapi.json    the API's documentation (Swagger UI, ReDoc: served here, no CDN)
 
 With `tidegate serve --token-file`, every call but /healthz, /readyz and /metrics needs `Authorization: Bearer
-<token>` (401 otherwise), and the token's groups must grant the call's right (403 otherwise; see
+<token>` (401 otherwise, whatever the path: authentication comes before routing, as in kube-apiserver), and
+the token's groups must grant the call's right (403 otherwise; see
 `tidegate.server.access`): reads and the documentation need view, submitting and deleting jobs submit (in
 the job's namespace), pod status, spot notices and link state agent, and editing a queue admin. Bodies are
 read as JSON, else YAML, whatever their content-type (`tidegate.server.bodies`). Every error answer is a
 Kubernetes `Status` (`tidegate.server.status`): bad input 422 with every problem in `details.causes`
 (field, message, and the file, document, kind and name of a manifest's); an unknown object or route 404; a
-request the object's state refuses 409; a change the store could not write 503 (a submission is then
-not accepted; other changes are written with the next one).
+request the object's state refuses 409 (a submission whose jobs exist already 409 AlreadyExists); a change
+the store could not write 503 (a submission is then not accepted; other changes are written with the next
+one).
 """
 
 from __future__ import annotations
@@ -53,7 +55,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from tidegate.live.control_plane import ControlPlane
-from tidegate.live.jobs import Conflict, Forbidden, NotFound
+from tidegate.live.jobs import AlreadyExists, Conflict, Forbidden, NotFound
 from tidegate.model.errors import ManifestErrors
 from tidegate.model.objects import PodPhase
 from tidegate.model.quantity import scale_of
@@ -69,7 +71,7 @@ from tidegate.server.bodies import (
     validation_cause,
 )
 from tidegate.server.docs import add_docs
-from tidegate.server.status import Status, failure, invalid
+from tidegate.server.status import FIELD_DUPLICATE, Status, failure, invalid, manifest_cause
 from tidegate.store import StoreError
 
 PROMETHEUS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -109,16 +111,43 @@ class LinkState(BaseModel):
 ANYONE = Principal("", frozenset(Right))
 
 
-def caller(request: Request, credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(BEARER)]) -> Principal:
-    """The holder of the request's bearer token (401 without a known one); anyone when the app has no tokens."""
-    access: Access | None = request.app.state.access
-    if access is None:
+#: Paths answered without a token when the API has tokens: the probes and Prometheus.
+OPEN_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
+#: What a request without a known token is answered (401).
+NO_TOKEN = "a valid bearer token is required"
+
+
+def bearer_token(request: Request) -> str:
+    """The token of the request's `Authorization: Bearer <token>` header ("" without one)."""
+    scheme, _, token = request.headers.get("authorization", "").partition(" ")
+    return token.strip() if scheme.lower() == "bearer" else ""
+
+
+def caller(request: Request, _: Annotated[HTTPAuthorizationCredentials | None, Depends(BEARER)]) -> Principal:
+    """The holder of the request's bearer token, as `authenticate` found it before routing; anyone when the app
+    has no tokens. (The bearer dependency puts the token in the OpenAPI document's security schemes.)"""
+    if request.app.state.access is None:
         return ANYONE
-    holder = access.holder(credentials.credentials if credentials is not None else "")
-    if holder is None:
-        raise HTTPException(401, "a valid bearer token is required", {"WWW-Authenticate": "Bearer"})
-    request.state.user = holder.user  # for the audit log
+    holder: Principal | None = getattr(request.state, "principal", None)
+    if holder is None:  # never on a route that needs a token: `authenticate` answered 401 already
+        raise HTTPException(401, NO_TOKEN, {"WWW-Authenticate": "Bearer"})
     return holder
+
+
+def authenticate(app: FastAPI, access: Access) -> None:
+    """Every request but OPEN_PATHS' must carry a known bearer token, checked before anything else (routing
+    included, so an unknown route or method without one answers 401, not 404 or 405), as kube-apiserver
+    authenticates every request first: 401 otherwise, its body unread. The holder is kept for the routes'
+    rights and the audit log."""
+
+    @app.middleware("http")
+    async def authenticated(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
+        if request.url.path not in OPEN_PATHS:
+            holder = access.holder(bearer_token(request))
+            if holder is None:
+                return failure(401, NO_TOKEN, headers={"WWW-Authenticate": "Bearer"})
+            request.state.principal, request.state.user = holder, holder.user
+        return await call_next(request)
 
 
 #: What each right lets a caller do, for the 403 message.
@@ -148,7 +177,7 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
         (401, "no token, or one the server does not know"),
         (403, "the token's holder lacks the right (or the namespace) the call needs"),
         (404, "no such queue, job, node, pod or cluster"),
-        (409, "the report does not fit the object's state (e.g. a pod that is not bound)"),
+        (409, "the object's state refuses it (Conflict: a pod not bound), or a submitted job exists (AlreadyExists)"),
         (413, "a body larger than MAX_BODY_BYTES"),
         (422, "bad input: details.causes names each problem's field (and a manifest's file, document, object)"),
         (500, "the server failed (a bug)"),
@@ -195,7 +224,9 @@ def create_app(plane: ControlPlane, access: Access | None = None, audit: AuditLo
         openapi_url=None,
     )
     app.state.access = access
-    if audit is not None:
+    if access is not None:
+        authenticate(app, access)
+    if audit is not None:  # added last, so outermost: the audit log records 401s too
 
         @app.middleware("http")
         async def audited(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
@@ -365,6 +396,11 @@ def answer_errors_as_status(app: FastAPI) -> None:
     @app.exception_handler(Conflict)
     def conflict(_: Request, exc: Conflict) -> JSONResponse:
         return failure(409, exc.message, name=exc.name, kind=exc.kind)
+
+    @app.exception_handler(AlreadyExists)
+    def already_exists(_: Request, exc: AlreadyExists) -> JSONResponse:
+        causes = [manifest_cause(error, FIELD_DUPLICATE) for error in exc.errors]
+        return failure(409, exc.message, name=exc.name, kind=exc.kind, causes=causes, reason="AlreadyExists")
 
     @app.exception_handler(Forbidden)
     def forbidden(_: Request, exc: Forbidden) -> JSONResponse:

@@ -8,11 +8,13 @@
                              "file": "POST /jobs", "document": 1, "kind": "Job", "name": "lost",
                              "text": "POST /jobs: document 1: Job/lost field spec.queue: queue nope ..."}]}}
 
-`reason` follows from `code` as kube-apiserver's does (`REASONS`). `details.causes` lists each problem of a
-422: Kubernetes' `reason`, `message` and `field`, and for a problem in a submitted or patched manifest
-tidegate's own keys beside them (`file`, `document`, `kind`, `name`, and `text`, the whole problem on one
-line); the other errors have none. `failure()` makes the answer; `read_status()` reads one back, checking
-its shape (the tests read every error through it, a client may too).
+`reason` follows from `code` as kube-apiserver's does (`REASONS`), but for a submission of jobs that exist
+already: 409 `AlreadyExists`, as kube-apiserver answers the create of a name it holds (a request that
+contradicts an object's state is 409 `Conflict`). `details.causes` lists each problem of a 422 (and each
+job of a 409 AlreadyExists): Kubernetes' `reason`, `message` and `field`, and for a problem in a submitted
+or patched manifest tidegate's own keys beside them (`file`, `document`, `kind`, `name`, and `text`, the
+whole problem on one line); the other errors have none. `failure()` makes the answer; `read_status()` reads
+one back, checking its shape (the tests read every error through it, a client may too).
 """
 
 from __future__ import annotations
@@ -42,8 +44,10 @@ REASONS: dict[int, str] = {
     503: "ServiceUnavailable",
     504: "Timeout",
 }
-#: A cause's reason (Kubernetes' metav1.CauseType): a field's value is wrong, or missing.
-FIELD_INVALID, FIELD_REQUIRED = "FieldValueInvalid", "FieldValueRequired"
+#: Reasons a code may carry instead of its own, as kube-apiserver's: 409 AlreadyExists for a name it holds.
+ALSO_REASONS: dict[int, tuple[str, ...]] = {409: ("AlreadyExists",)}
+#: A cause's reason (Kubernetes' metav1.CauseType): a field's value is wrong, missing, or a name already taken.
+FIELD_INVALID, FIELD_REQUIRED, FIELD_DUPLICATE = "FieldValueInvalid", "FieldValueRequired", "FieldValueDuplicate"
 
 
 class Cause(BaseModel):
@@ -89,10 +93,15 @@ class Status(BaseModel):
     code: int
 
 
-def status(code: int, message: str, *, name: str = "", kind: str = "", causes: Iterable[Cause] = ()) -> dict[str, Any]:
-    """The Status document of an error answer (tidegate's extra cause keys only where set)."""
+def status(
+    code: int, message: str, *, name: str = "", kind: str = "", causes: Iterable[Cause] = (), reason: str = ""
+) -> dict[str, Any]:
+    """The Status document of an error answer (tidegate's extra cause keys only where set); `reason`, when
+    given, one of ALSO_REASONS for the code instead of its own."""
+    if reason and reason not in ALSO_REASONS.get(code, ()):
+        raise ValueError(f"a Status of code {code} does not have reason {reason}")
     details = StatusDetails(name=name, kind=kind, causes=list(causes))
-    body = Status(message=message, reason=REASONS.get(code, "Unknown"), details=details, code=code)
+    body = Status(message=message, reason=reason or REASONS.get(code, "Unknown"), details=details, code=code)
     document = body.model_dump()
     document["details"]["causes"] = [cause.model_dump(exclude_none=True) for cause in details.causes]
     return document
@@ -106,16 +115,17 @@ def failure(
     kind: str = "",
     causes: Iterable[Cause] = (),
     headers: Mapping[str, str] | None = None,
+    reason: str = "",
 ) -> JSONResponse:
-    """An error answer: the Status document with the code."""
-    body = status(code, message, name=name, kind=kind, causes=causes)
+    """An error answer: the Status document with the code (and `reason`, see `status`)."""
+    body = status(code, message, name=name, kind=kind, causes=causes, reason=reason)
     return JSONResponse(body, status_code=code, headers=dict(headers) if headers else None)
 
 
-def manifest_cause(error: ManifestError) -> Cause:
+def manifest_cause(error: ManifestError, reason: str = FIELD_INVALID) -> Cause:
     """A manifest problem as a cause: its field and message, and where it is."""
     return Cause(
-        reason=FIELD_INVALID,
+        reason=reason,
         message=error.message,
         field=error.field,
         file=error.source.file,
@@ -140,7 +150,7 @@ def read_status(body: object, code: int | None = None) -> Status:
     """An error answer's body as a Status, checked: exactly the fields above, a reason that goes with its code
     (and the code `code`, when given). Raises ValueError otherwise."""
     parsed = Status.model_validate(body)
-    if parsed.reason != REASONS.get(parsed.code, "Unknown"):
+    if parsed.reason != REASONS.get(parsed.code, "Unknown") and parsed.reason not in ALSO_REASONS.get(parsed.code, ()):
         raise ValueError(f"a Status of code {parsed.code} has reason {parsed.reason}")
     if code is not None and parsed.code != code:
         raise ValueError(f"a Status of code {parsed.code}, not {code}: {parsed.message}")
