@@ -11,7 +11,7 @@ STAMP := $(VENV)/.installed-dev
 KAS_HOME ?= $(HOME)/.cache/kube-apiserver-1.20.2
 export KAS_HOME
 
-.PHONY: demo demo-mechanisms test lint typecheck unit kube-apiserver postgres bench clean
+.PHONY: demo demo-mechanisms test lint typecheck unit kube-apiserver postgres chromium bench clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -46,9 +46,14 @@ kube-apiserver:
 postgres:
 	tools/install-postgres
 
-# Every test runs: the Kubernetes and PostgreSQL ones fail (not skip) without the servers they need.
-unit: $(STAMP) kube-apiserver postgres
-	TIDEGATE_REQUIRE_KUBE=1 TIDEGATE_REQUIRE_POSTGRES=1 $(BIN)/pytest
+# Debian's Chromium, for the dashboard's and the report's Playwright tests (installed only when missing;
+# Playwright never downloads a browser of its own).
+chromium:
+	tools/install-chromium
+
+# Every test runs: the Kubernetes, PostgreSQL and browser ones fail (not skip) without what they need.
+unit: $(STAMP) kube-apiserver postgres chromium
+	TIDEGATE_REQUIRE_KUBE=1 TIDEGATE_REQUIRE_POSTGRES=1 TIDEGATE_REQUIRE_BROWSER=1 PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 $(BIN)/pytest
 
 test: lint typecheck unit
 

@@ -24,6 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_live_fleet import BUDGETED, FOLDER, serve_folder
 from test_live_fleet import job as vcjob
+from test_store import LAST_CYCLE
 
 from tidegate.clock import SimClock
 from tidegate.live.control_plane import ControlPlane
@@ -106,12 +107,13 @@ class Served:
 
 
 def shown(plane: ControlPlane) -> dict[str, Any]:
-    """Everything the API shows but the recent scaling events (kept in memory only)."""
+    """Everything the API shows but the recent scaling events (kept in memory only) and the queues' figures
+    the last cycle computed (a restarted control plane computes them again at its first: test_store.py)."""
     pools = [{k: v for k, v in pool.items() if k != "events"} for pool in plane.pools_view()]
     budget = {k: v for k, v in plane.budget_view().items() if k != "events"}
     return {
         "jobs": [{k: v for k, v in job.items() if k != "events"} for job in plane.jobs_view()],
-        "queues": plane.queues_view(),
+        "queues": [{k: v for k, v in q.items() if k not in LAST_CYCLE} for q in plane.queues_view()],
         "nodes": plane.nodes_view(),
         "pools": pools,
         "links": plane.links_view(),

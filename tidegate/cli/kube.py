@@ -100,8 +100,10 @@ def kube(
         from tidegate.kube.failures import backoff, describe, expected
         from tidegate.kube.kubeconfig import KubeconfigError
         from tidegate.kube.lease import Lease
-        from tidegate.kube.metrics import Heartbeat, serve_metrics
+        from tidegate.kube.metrics import CycleLatency, Heartbeat, serve_metrics
         from tidegate.kube.scheduler import ClusterScheduler
+        from tidegate.kube.views import ClusterViews
+        from tidegate.server.dashboard import static_page
     except ImportError as exc:
         fail(err, [f"{exc}: install the Kubernetes client with pip install 'tidegate[kube]'"])
         raise typer.Exit(1) from exc
@@ -132,9 +134,13 @@ def kube(
         identity = f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
         lease = Lease(client.CoordinationV1Api(api.client), lock_namespace, lock_name, identity)
     heartbeat = Heartbeat.for_period(period)
+    latency, views = CycleLatency(), ClusterViews()
     if metrics_port:
-        serve_metrics(scheduler, metrics_port, heartbeat)
-        console.print(f"tidegate: metrics on http://0.0.0.0:{metrics_port}/metrics, liveness at /healthz")
+        serve_metrics(scheduler, metrics_port, heartbeat, latency=latency, views=views, pages=static_page)
+        console.print(
+            f"tidegate: metrics on http://0.0.0.0:{metrics_port}/metrics, liveness at /healthz, "
+            "the dashboard (read-only) at /"
+        )
     console.print(
         f"tidegate: scheduling pods of schedulerName {scheduler_name} on {api.host}, a cycle every {period:g} s",
         highlight=False,
@@ -159,7 +165,11 @@ def kube(
                 led = True
             if not failure:
                 try:
+                    ran = scheduler.cycles
                     decisions = scheduler.step(time.time())
+                    if scheduler.cycles > ran:  # a quiet period left out is no cycle
+                        latency.observe(scheduler.last_step_s)
+                    views.refresh(scheduler, time.time())
                     if decisions.binds or decisions.evictions:
                         console.print(
                             f"cycle {scheduler.cycles}: {len(decisions.binds)} bound, "

@@ -14,6 +14,7 @@ from rich.console import Console
 
 from tidegate.cli.experiment import app as experiment_app
 from tidegate.cli.kube import kube
+from tidegate.cli.kubectl import apply, delete, describe, get, patch
 from tidegate.cli.manifest_snapshot import prepare
 from tidegate.cli.output import fail, render, warn
 from tidegate.cli.serve import serve
@@ -122,6 +123,8 @@ app.command()(simulate)
 app.command()(sweep)
 app.command()(serve)
 app.command()(kube)
+for client_command in (get, describe, apply, delete, patch):
+    app.command()(client_command)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -20,7 +20,7 @@ from tidegate.clock import WallClock
 from tidegate.fleet.burst import Burst
 from tidegate.fleet.pool import Pool
 from tidegate.fleet.spec import BudgetSpec
-from tidegate.live.control_plane import DEFAULT_PERIOD_SECONDS, ControlPlane
+from tidegate.live.control_plane import DEFAULT_PERIOD_SECONDS
 from tidegate.model.errors import ManifestError, ManifestErrors
 from tidegate.model.manifests import ManifestSet, load_manifests
 from tidegate.server.access import read_access
@@ -121,6 +121,8 @@ def serve(
     import uvicorn  # the web stack loads only when serving: the other commands start faster
 
     from tidegate.server.app import GracefulServer, create_app
+    from tidegate.server.history import PoolHistory
+    from tidegate.server.metrics import MeteredPlane
     from tidegate.store.sql import Store
 
     sources = manifest_paths(paths, files)
@@ -152,7 +154,7 @@ def serve(
         opened = None if store == MEMORY else Store(store_url(store))
         if opened is not None:
             lease = StoreLease(opened, identity(), lease_seconds, min(RENEW_SECONDS, lease_seconds / 3))
-        plane = ControlPlane.from_manifests(
+        plane = MeteredPlane.from_manifests(
             ms,
             clock,
             opened,
@@ -169,6 +171,8 @@ def serve(
         raise typer.Exit(1) from exc
     warn(err, plane.warnings)
     plane.start(clock, period)
+    history = PoolHistory(plane)
+    history.start(clock)
     threading.Thread(target=clock.run, name="tidegate-cycles", daemon=True).start()
     console.print(
         f"tidegate: {len(plane.nodes)} nodes, {len(plane.queues)} queues, {len(plane.jobs)} jobs; "
@@ -185,7 +189,7 @@ def serve(
             f"budget {f'{budget.per_period:,.2f} per {budget.period_hours:g} h' if budget else 'off'}",
             highlight=False,
         )
-    server = GracefulServer(uvicorn.Config(create_app(plane, access, audit), **options))
+    server = GracefulServer(uvicorn.Config(create_app(plane, access, audit, history), **options))
     stopped, lost = threading.Event(), threading.Event()
     if lease is not None:
         threading.Thread(
@@ -196,6 +200,7 @@ def serve(
     finally:
         stopped.set()
         plane.stop()
+        history.stop()
         if lease is not None:
             lease.release()
         if opened is not None:

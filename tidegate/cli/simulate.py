@@ -70,7 +70,8 @@ def simulate(
         console.width = max(console.width, console.measure(table, options=console.options.update_width(500)).maximum)
     console.print(table)
     summary = write_summary(results, out)
-    report = write_html(results, out, f"tidegate simulate {' '.join(sources)}")
+    descriptions = {name: spec.description for name, spec in inp.scenarios.items()}
+    report = write_html(results, out, f"tidegate simulate {' '.join(sources)}", descriptions)
     console.print(f"wrote {summary} and {report}", highlight=False)
 
 

@@ -8,14 +8,15 @@ from typing import Any
 from tidegate.autoscale.hpa import status_document
 from tidegate.clock import Clock
 from tidegate.fleet.budget import Budget
-from tidegate.fleet.pool import pinned_to_idc
+from tidegate.fleet.pool import POOL_LABEL, pinned_to_idc
 from tidegate.fleet.scaling import CloudFleet, QueueTree
 from tidegate.live.bill import Bill
 from tidegate.live.jobs import JobPhase, LiveJob, NotFound, QueueMetrics
 from tidegate.live.queue_manifests import queue_manifest
 from tidegate.model.manifests import gpu_index
-from tidegate.model.objects import Node, Pod, PodPhase, Queue
+from tidegate.model.objects import NODE_TYPE_LABEL, Node, Pod, PodPhase, Queue
 from tidegate.model.resources import Resources
+from tidegate.scheduler.figures import QuotaFigures, gpu_cards, quota_figures
 from tidegate.scheduler.online import OnlineScheduler
 
 
@@ -43,22 +44,44 @@ class PlaneViews:
             if name not in self.queues:
                 raise NotFound(f"queue {name} does not exist", "Queue", name)
             (row,) = [m for m in self.metrics() if m.queue == name]
-            return self._queue_view(row)
+            return self._queue_view(row, self.quota_figures())
 
     def queues_view(self) -> list[dict[str, Any]]:
         with self._lock:
-            return [self._queue_view(row) for row in self.metrics()]
+            figures = self.quota_figures()
+            return [self._queue_view(row, figures) for row in self.metrics()]
 
-    def _queue_view(self, row: QueueMetrics) -> dict[str, Any]:
+    def quota_figures(self) -> dict[str, QuotaFigures]:
+        """Each queue's deserved share, request, share and overuse as the last cycle left them."""
+        with self._lock:
+            return quota_figures(self.core.ssn)
+
+    def _queue_view(self, row: QueueMetrics, figures: dict[str, QuotaFigures]) -> dict[str, Any]:
         queue = self.queues[row.queue]
         jobs = [job for job in self.jobs.values() if job.group.queue == row.queue]
+        waiting: dict[str, int] = {}
+        for job in jobs:
+            if job.waiting:
+                why = job.reason or "not scheduled yet"
+                waiting[why] = waiting.get(why, 0) + 1
+        quota = figures.get(row.queue)
+        deserved = quota.deserved if quota is not None else None
+        manifest = queue.raw or queue_manifest(queue)
         return {
             "name": row.queue,
-            "spec": (queue.raw or queue_manifest(queue)).get("spec", {}),
+            "labels": dict((manifest.get("metadata") or {}).get("labels") or {}),
+            "spec": manifest.get("spec", {}),
             "namespaces": list(queue.namespaces),  # whose work it takes (tidegate.io/namespaces); [] for every one
             "jobs": {phase.value: sum(1 for job in jobs if job.phase is phase) for phase in JobPhase},
             "allocated": row.allocated.to_dict(),
             "pending_jobs_duration_seconds": row.pending_seconds,
+            # as the last cycle's quota plugin (proportion or capacity) computed them
+            "deserved": None if deserved is None else deserved.to_dict(),
+            "allocated_with_children": row.allocated.to_dict() if quota is None else quota.allocated.to_dict(),
+            "request": {} if quota is None else quota.request.to_dict(),
+            "share": 0.0 if quota is None else quota.share,
+            "overused": quota is not None and quota.overused,
+            "waiting": dict(sorted(waiting.items(), key=lambda item: (-item[1], item[0]))),  # why its jobs wait
         }
 
     def job_view(self, key: str) -> dict[str, Any]:
@@ -66,6 +89,9 @@ class PlaneViews:
             job = self._job(key)
             return {
                 "key": key,
+                "namespace": job.group.namespace,
+                "name": job.group.name,
+                "labels": _labels(job),
                 "queue": job.group.queue,
                 "phase": job.phase.value,
                 "reason": job.reason,
@@ -73,6 +99,8 @@ class PlaneViews:
                 "started": job.started,
                 "finished": job.finished,
                 "retries": job.retries,
+                "queued_since": job.queued_since,
+                "wait_seconds": self._waited(job),
                 "pods": [
                     {
                         "name": pod.key,
@@ -86,12 +114,14 @@ class PlaneViews:
                 "events": [{"time": when, "message": text} for when, text in job.events],
             }
 
-    def jobs_view(self, queue: str = "", phase: str = "") -> list[dict[str, Any]]:
+    def jobs_view(self, queue: str = "", phase: str = "", namespace: str = "") -> list[dict[str, Any]]:
         with self._lock:
             return [
                 self.job_view(key)
                 for key, job in self.jobs.items()
-                if (not queue or job.group.queue == queue) and (not phase or job.phase.value == phase)
+                if (not queue or job.group.queue == queue)
+                and (not phase or job.phase.value == phase)
+                and (not namespace or job.group.namespace == namespace)
             ]
 
     def nodes_view(self) -> list[dict[str, Any]]:
@@ -102,6 +132,7 @@ class PlaneViews:
                 used = Resources()
                 for pod in pods.values():
                     used = used + pod.requests
+                pool = self._pool_name(node)
                 out.append(
                     {
                         "name": name,
@@ -111,6 +142,10 @@ class PlaneViews:
                         "pods": len(pods),
                         "schedulable": name in self.core.nodes and not self.core.nodes[name].unschedulable,
                         "interrupted_at": self.notices.get(name),
+                        "type": node.labels.get(NODE_TYPE_LABEL, ""),  # idc, cloud-spot, cloud-ondemand
+                        "pool": pool,
+                        "draining": pool is not None and name in self.fleet.pools[pool].draining,
+                        "gpu_cards": gpu_cards(node, pods.values()),
                     }
                 )
             return out
@@ -183,6 +218,8 @@ class PlaneViews:
                 "period_start": budget.period_start,
                 "spent": budget.spent(now),
                 "thresholds_crossed": budget.crossed,
+                # what each threshold does, in order (the first `thresholds_crossed` of them are in force)
+                "thresholds": [t.model_dump(by_alias=True, exclude_none=True) for t in budget.spec.thresholds],
                 "hpa_capped": budget.capped,
                 "events": [{"time": t, "message": m} for t, m in self.fleet_events if m.startswith("budget:")],
             }
@@ -215,9 +252,33 @@ class PlaneViews:
                             row.allocated = row.allocated + pod.requests
             return list(out.values())
 
+    def _waited(self, job: LiveJob) -> float:
+        """How long the job waited: while it waits, since it last entered the queue; else from its submission
+        to its first start (or to its end, if it never started)."""
+        if job.waiting:
+            return max(self.clock.now() - job.queued_since, 0.0)
+        end = job.started if job.started is not None else job.finished
+        return max((end if end is not None else self.clock.now()) - job.submitted, 0.0)
+
+    def _pool_name(self, node: Node) -> str | None:
+        """The served pool the node belongs to (None: a node of the folder's own)."""
+        name = node.labels.get(POOL_LABEL, "")
+        return name if name in self.fleet.pools else None
+
     def _job(self, key: str, kind: str = "Job", name: str = "") -> LiveJob:
         """The job of that key; NotFound names the object asked for (the job, or `kind` `name`: a pod)."""
         job = self.jobs.get(key)
         if job is None:
             raise NotFound(f"{kind.lower()} {name or key} does not exist", kind, name or key)
         return job
+
+
+def _labels(job: LiveJob) -> dict[str, str]:
+    """A job's labels: its pods' (their template's, and Volcano's volcano.sh/job-name, queue-name...), with a
+    submitted PodGroup's own."""
+    labels = dict(job.template[0].labels) if job.template else {}
+    metadata = job.group.raw.get("metadata")
+    own = metadata.get("labels") if isinstance(metadata, dict) else None
+    if isinstance(own, dict):
+        labels.update({str(k): str(v) for k, v in own.items()})
+    return labels

@@ -1,17 +1,20 @@
 """The REST API of the live control plane (`tidegate serve`), with a Prometheus exporter.
 
+    GET    /                               the dashboard (tidegate.server.dashboard; the page asks for the token)
+    GET    /whoami                         the token's holder and rights (what the dashboard offers)
     GET    /healthz                        liveness: cycles run, 503 while the last one failed
     GET    /readyz                         readiness: 200 once serving (a standby answers 503)
-    GET    /queues                         every queue: spec, jobs by phase, allocated, pending seconds
+    GET    /queues                         every queue: spec, jobs by phase, allocated, deserved, why jobs wait
     GET    /queues/{name}
     PATCH  /queues/{name}                  JSON merge patch, e.g. {"spec": {"weight": 10}}
     POST   /jobs                           Jobs, PodGroups with pods, bare pods: YAML or JSON, any number
-    GET    /jobs?queue=&phase=
+    GET    /jobs?queue=&phase=&namespace=
     GET    /jobs/{namespace}/{name}
     DELETE /jobs/{namespace}/{name}
     GET    /nodes
     GET    /nodes/{name}/pods              what the node's agent runs
     GET    /pools                          node pools served from a simulation folder: nodes, HPA, bill
+    GET    /pools/history                  each pool and the budget sampled over time (tidegate.server.history)
     GET    /budget                         the Scenario's cloud budget: period, spent, changes
     GET    /links                          each cloud cluster's link to the IDC
     PUT    /links/{cluster}                {"up": false, "reason": "..."}: a prober's or operator's word
@@ -20,9 +23,13 @@
     GET    /metrics                        volcano_queue_pending_jobs_duration_seconds and more
     GET    /docs, /redoc, /openapi.json    the API's documentation (Swagger UI, ReDoc: served here, no CDN)
 
-With `tidegate serve --token-file`, every call but /healthz, /readyz and /metrics needs `Authorization: Bearer
-<token>` (401 otherwise, whatever the path: authentication comes before routing, as in kube-apiserver), and
-the token's groups must grant the call's right (403 otherwise; see
+The lists (queues, jobs, nodes, pools, links) page and filter as Kubernetes lists do: `limit` and `continue`
+answer a `<Kind>List` with `metadata.continue` and `remainingItemCount`, `labelSelector` and `fieldSelector`
+filter (`tidegate.server.lists`).
+
+With `tidegate serve --token-file`, every call but /healthz, /readyz, /metrics and the dashboard's page needs
+`Authorization: Bearer <token>` (401 otherwise, whatever the path: authentication comes before routing, as in
+kube-apiserver), and the token's groups must grant the call's right (403 otherwise; see
 `tidegate.server.access`): reads and the documentation need view, submitting and deleting jobs submit (in
 the job's namespace), pod status, spot notices and link state agent, and editing a queue admin. Bodies are
 read as JSON, else YAML, whatever their content-type (`tidegate.server.bodies`). Every error answer is a
@@ -38,19 +45,18 @@ from __future__ import annotations
 import contextlib
 import signal
 import threading
+import time
 from collections.abc import Awaitable, Callable, Iterator
 from importlib.metadata import version as package_version
 from typing import Annotated, Any, Literal
 
 import uvicorn
-from fastapi import APIRouter, Depends, FastAPI, HTTPException, Request
+from fastapi import APIRouter, Depends, FastAPI, HTTPException, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
-from prometheus_client.registry import Collector
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
@@ -58,7 +64,7 @@ from tidegate.live.control_plane import ControlPlane
 from tidegate.live.jobs import AlreadyExists, Conflict, Forbidden, NotFound
 from tidegate.model.errors import ManifestErrors
 from tidegate.model.objects import PodPhase
-from tidegate.model.quantity import scale_of
+from tidegate.prometheus import HttpMetrics
 from tidegate.server.access import Access, Principal, Right
 from tidegate.server.audit import AuditLog
 from tidegate.server.bodies import (
@@ -70,7 +76,11 @@ from tidegate.server.bodies import (
     read_body,
     validation_cause,
 )
+from tidegate.server.dashboard import add_dashboard, is_dashboard_file
 from tidegate.server.docs import add_docs
+from tidegate.server.history import PoolHistory
+from tidegate.server.lists import ListQuery, answer, list_query
+from tidegate.server.metrics import MeteredPlane, PlaneCollector, route_of
 from tidegate.server.status import FIELD_DUPLICATE, Status, failure, invalid, manifest_cause
 from tidegate.store import StoreError
 
@@ -142,7 +152,8 @@ def authenticate(app: FastAPI, access: Access) -> None:
 
     @app.middleware("http")
     async def authenticated(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
-        if request.url.path not in OPEN_PATHS:
+        path = request.url.path
+        if path not in OPEN_PATHS and not is_dashboard_file(path):
             holder = access.holder(bearer_token(request))
             if holder is None:
                 return failure(401, NO_TOKEN, headers={"WWW-Authenticate": "Bearer"})
@@ -174,6 +185,7 @@ MAX_SUBMISSION_BYTES = MAX_BODY_BYTES
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     code: {"description": description, "model": Status}
     for code, description in (
+        (400, "a bad list query: a limit out of range, a malformed selector or continue token"),
         (401, "no token, or one the server does not know"),
         (403, "the token's holder lacks the right (or the namespace) the call needs"),
         (404, "no such queue, job, node, pod or cluster"),
@@ -208,13 +220,71 @@ SUBMISSION_BODY = _body(
 Submitter = Annotated[Principal, Depends(_needs(Right.SUBMIT))]
 Agent = Annotated[Principal, Depends(_needs(Right.REPORT))]
 Admin = Annotated[Principal, Depends(_needs(Right.ADMIN))]
+Viewer = Annotated[Principal, Depends(_needs(Right.VIEW))]
+
+#: The fields each list's `fieldSelector` may name, and how an item answers one.
+JOB_FIELDS = ("metadata.name", "metadata.namespace", "spec.queue", "status.phase")
+QUEUE_FIELDS = ("metadata.name", "spec.parent")
+NODE_FIELDS = ("metadata.name", "spec.unschedulable")
+NAME_FIELDS = ("metadata.name",)
 
 
-def create_app(plane: ControlPlane, access: Access | None = None, audit: AuditLog | None = None) -> FastAPI:
+def _job_field(item: dict[str, Any], name: str) -> str:
+    return str(
+        {
+            "metadata.name": item["name"],
+            "metadata.namespace": item["namespace"],
+            "spec.queue": item["queue"],
+            "status.phase": item["phase"],
+        }[name]
+    )
+
+
+def _queue_field(item: dict[str, Any], name: str) -> str:
+    return str(item["name"] if name == "metadata.name" else item["spec"].get("parent", ""))
+
+
+def _node_field(item: dict[str, Any], name: str) -> str:
+    return str(item["name"] if name == "metadata.name" else str(not item["schedulable"]).lower())
+
+
+def _name_field(item: dict[str, Any], name: str) -> str:
+    return _by_name(item)
+
+
+def _no_labels(item: dict[str, Any]) -> dict[str, str]:
+    return {}
+
+
+def _by_name(item: dict[str, Any]) -> str:
+    return str(item.get("name", item.get("cluster", "")))
+
+
+def _listing(kind: str, fields: tuple[str, ...]) -> Callable[..., ListQuery]:
+    """The query parameters of a list of `kind` (Kubernetes' names), as a dependency."""
+
+    def query(
+        limit: int | None = Query(None, description="At most this many items: a page (a <Kind>List)"),
+        token: str = Query("", alias="continue", description="The continue token of the previous page"),
+        label_selector: str = Query("", alias="labelSelector", description="e.g. app=llm,tier!=batch"),
+        field_selector: str = Query("", alias="fieldSelector", description=f"on {', '.join(fields)}"),
+    ) -> ListQuery:
+        return list_query(kind, limit, token, label_selector, field_selector, fields)
+
+    return query
+
+
+def create_app(
+    plane: ControlPlane,
+    access: Access | None = None,
+    audit: AuditLog | None = None,
+    history: PoolHistory | None = None,
+) -> FastAPI:
     """The API over one control plane (the caller runs its clock). With `access`, every call but
-    `/healthz`, `/readyz` and `/metrics` must carry `Authorization: Bearer <token>` of a holder with the
-    call's right (401 without a known token, 403 without the right). With `audit`, every call that may
-    change state is recorded there, answered or refused."""
+    `/healthz`, `/readyz`, `/metrics` and the dashboard's page must carry `Authorization: Bearer <token>` of a
+    holder with the call's right (401 without a known token, 403 without the right). With `audit`, every call
+    that may change state is recorded there, answered or refused. `history` samples the pools for
+    `GET /pools/history` (the caller starts it on the plane's clock; by default one that is not started)."""
     app = FastAPI(
         title="tidegate",
         summary="tidegate's live control plane",
@@ -224,8 +294,18 @@ def create_app(plane: ControlPlane, access: Access | None = None, audit: AuditLo
         openapi_url=None,
     )
     app.state.access = access
+    app.state.history = history = history if history is not None else PoolHistory(plane)
+    http = HttpMetrics()
     if access is not None:
         authenticate(app, access)
+
+    @app.middleware("http")  # outside authentication: 401s are measured too
+    async def measured(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
+        started = time.perf_counter()
+        response = await call_next(request)
+        http.observe(request.method, route_of(request.scope), response.status_code, time.perf_counter() - started)
+        return response
+
     if audit is not None:  # added last, so outermost: the audit log records 401s too
 
         @app.middleware("http")
@@ -238,7 +318,12 @@ def create_app(plane: ControlPlane, access: Access | None = None, audit: AuditLo
 
     api = APIRouter(dependencies=[Depends(_needs(Right.VIEW))], responses=ERROR_RESPONSES)
     registry = CollectorRegistry()
-    registry.register(_QueueCollector(plane))
+    registry.register(PlaneCollector(plane))
+    for collector in (
+        *http.collectors(),
+        *(plane.cycle_metrics.collectors() if isinstance(plane, MeteredPlane) else ()),
+    ):
+        registry.register(collector)
     answer_errors_as_status(app)
 
     def openapi() -> dict[str, Any]:
@@ -274,9 +359,15 @@ def create_app(plane: ControlPlane, access: Access | None = None, audit: AuditLo
         """This server holds its store and serves the API (a standby answers 503: `standby_app`)."""
         return {"ready": True}
 
+    @api.get("/whoami")
+    def whoami(who: Viewer) -> dict[str, Any]:
+        """Who holds the token, and what it may do (`user` "" when the API has no tokens)."""
+        namespaces = None if who.namespaces is None else sorted(who.namespaces)
+        return {"user": who.user, "rights": sorted(r.value for r in who.rights), "namespaces": namespaces}
+
     @api.get("/queues")
-    def queues() -> list[dict[str, Any]]:
-        return plane.queues_view()
+    def queues(query: Annotated[ListQuery, Depends(_listing("Queue", QUEUE_FIELDS))]) -> Any:
+        return answer("Queue", plane.queues_view(), query, _by_name, lambda item: item["labels"], _queue_field)
 
     @api.get("/queues/{name}")
     def queue(name: str) -> dict[str, Any]:
@@ -293,8 +384,14 @@ def create_app(plane: ControlPlane, access: Access | None = None, audit: AuditLo
         return {"accepted": plane.submit(text, "POST /jobs", who.user, who.namespaces)}
 
     @api.get("/jobs")
-    def jobs(queue: str = "", phase: str = "") -> list[dict[str, Any]]:
-        return plane.jobs_view(queue, phase)
+    def jobs(
+        query: Annotated[ListQuery, Depends(_listing("Job", JOB_FIELDS))],
+        queue: str = "",
+        phase: str = "",
+        namespace: str = "",
+    ) -> Any:
+        items = plane.jobs_view(queue, phase, namespace)
+        return answer("Job", items, query, lambda item: str(item["key"]), lambda item: item["labels"], _job_field)
 
     @api.get("/jobs/{namespace}/{name}")
     def job(namespace: str, name: str) -> dict[str, Any]:
@@ -308,20 +405,26 @@ def create_app(plane: ControlPlane, access: Access | None = None, audit: AuditLo
         return {"deleted": f"{namespace}/{name}"}
 
     @api.get("/nodes")
-    def nodes() -> list[dict[str, Any]]:
-        return plane.nodes_view()
+    def nodes(query: Annotated[ListQuery, Depends(_listing("Node", NODE_FIELDS))]) -> Any:
+        return answer("Node", plane.nodes_view(), query, _by_name, lambda item: item["labels"], _node_field)
 
     @api.get("/pools")
-    def pools() -> list[dict[str, Any]]:
-        return plane.pools_view()
+    def pools(query: Annotated[ListQuery, Depends(_listing("Pool", NAME_FIELDS))]) -> Any:
+        return answer("Pool", plane.pools_view(), query, _by_name, _no_labels, _name_field)
+
+    @api.get("/pools/history")
+    def pools_history(since: float | None = None) -> dict[str, Any]:
+        """Each pool sampled over time (nodes, provisioning, draining, billed, the HPA's recommendation and
+        metric, spend) and the budget's spend; `since` leaves out samples at or before that time."""
+        return history.view(since)
 
     @api.get("/budget")
     def budget() -> dict[str, Any]:
         return plane.budget_view()
 
     @api.get("/links")
-    def links() -> list[dict[str, Any]]:
-        return plane.links_view()
+    def links(query: Annotated[ListQuery, Depends(_listing("Link", NAME_FIELDS))]) -> Any:
+        return answer("Link", plane.links_view(), query, _by_name, _no_labels, _name_field)
 
     @api.put("/links/{cluster}", openapi_extra=_body("The link's state", _schema(LinkState)))
     def set_link(
@@ -356,6 +459,7 @@ def create_app(plane: ControlPlane, access: Access | None = None, audit: AuditLo
         return PlainTextResponse(generate_latest(registry), media_type=PROMETHEUS_CONTENT_TYPE)
 
     add_docs(api, app)
+    add_dashboard(app)
     app.include_router(api)
     return app
 
@@ -431,59 +535,6 @@ def standby_app(held_by: Callable[[], str]) -> FastAPI:
         return failure(503, f"standby: another server holds the store ({held_by()}); this one takes over when it stops")
 
     return app
-
-
-class _QueueCollector(Collector):
-    """Reads the control plane at each scrape (gauges that are never stale)."""
-
-    def __init__(self, plane: ControlPlane) -> None:
-        self.plane = plane
-
-    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
-        pending = GaugeMetricFamily(
-            "volcano_queue_pending_jobs_duration_seconds",
-            "Seconds the queue's waiting jobs not pinned to the IDC have waited, summed with its children's "
-            "(what a cloud pool's HPA reads)",
-            labels=["queue"],
-        )
-        jobs = GaugeMetricFamily("tidegate_queue_jobs", "Jobs of the queue by phase", labels=["queue", "phase"])
-        allocated = GaugeMetricFamily(
-            "tidegate_queue_allocated",
-            "What the queue's running pods hold (canonical units)",
-            labels=["queue", "resource"],
-        )
-        weight = GaugeMetricFamily("tidegate_queue_weight", "The queue's spec.weight", labels=["queue"])
-        for row in self.plane.metrics():
-            pending.add_metric([row.queue], row.pending_seconds)
-            jobs.add_metric([row.queue, "waiting"], row.pending)
-            jobs.add_metric([row.queue, "running"], row.running)
-            weight.add_metric([row.queue], row.weight)
-            for resource, amount in sorted(row.allocated.items()):
-                allocated.add_metric([row.queue, resource], amount / scale_of(resource))
-        cycles = CounterMetricFamily("tidegate_scheduling_cycles", "Scheduling cycles run")
-        cycles.add_metric([], self.plane.cycles)
-        nodes = GaugeMetricFamily("tidegate_pool_nodes", "Nodes of the pool in the cluster", labels=["pool"])
-        billed = GaugeMetricFamily(
-            "tidegate_pool_billed_nodes", "Nodes of the pool billed now (provisioning included)", labels=["pool"]
-        )
-        spend = CounterMetricFamily(
-            "tidegate_pool_spend", "What the pool's nodes have billed since the first start", labels=["pool"]
-        )
-        for pool in self.plane.pools_view():
-            nodes.add_metric([pool["name"]], len(pool["nodes"]))
-            billed.add_metric([pool["name"]], pool["billed_nodes"])
-            spend.add_metric([pool["name"]], pool["spent"])
-        link = GaugeMetricFamily(
-            "tidegate_link_up", "1 while the cloud cluster's link to the IDC is up", labels=["cluster"]
-        )
-        for cloud in self.plane.links_view():
-            link.add_metric([cloud["cluster"]], 1.0 if cloud["up"] else 0.0)
-        yield from (pending, jobs, allocated, weight, cycles, nodes, billed, spend, link)
-        if self.plane.budget is not None:
-            budget = self.plane.budget_view()
-            spent = GaugeMetricFamily("tidegate_budget_period_spent", "Cloud spend in the budget's current period")
-            spent.add_metric([], budget["spent"])
-            yield spent
 
 
 class GracefulServer(uvicorn.Server):
