@@ -178,3 +178,37 @@ def test_the_serve_manifests_are_ones_the_api_server_accepts(kubeconfigs: tuple[
     serve = group.get_command(group.make_context("tidegate", ["serve"]), "serve")
     parsed = serve.make_context("serve", container.args[1:]).params
     assert parsed["standby"] and parsed["host"] == "0.0.0.0" and str(parsed["token_file"]).endswith("tokens.csv")
+
+
+def test_the_fleet_writes_what_its_own_rules_allow(kubeconfigs: tuple[Path, Path]) -> None:
+    """With --fleet, tidegate also registers, cordons and deregisters virtual nodes and patches the budget's
+    Queue: deploy/kube/fleet-rbac.yaml grants that, and rbac.yaml alone does not."""
+    admin_config, scheduler_config = kubeconfigs
+    admin = config.new_client_from_config(config_file=str(admin_config))
+    api = KubeApi(str(scheduler_config), watch=False)
+    node = {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": "cloud-a100-7", "labels": {"tidegate.io/pool": "cloud-a100"}},
+        "spec": {"taints": [{"key": "cloud.provider", "value": "aws", "effect": "NoSchedule"}]},
+        "status": {"capacity": {"nvidia.com/gpu": "8"}, "conditions": [{"type": "Ready", "status": "True"}]},
+    }
+    assert _forbidden(lambda: api.create_node(node))
+    utils.create_from_yaml(admin, str(DEPLOY / "fleet-rbac.yaml"))
+
+    def registered() -> bool:
+        try:
+            api.create_node(node)
+        except ApiException:
+            return False  # the binding is not in force yet
+        return True
+
+    assert eventually(registered)
+    api.cordon("cloud-a100-7", True)
+    assert client.CoreV1Api(admin).read_node("cloud-a100-7").spec.unschedulable
+    queue = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "Queue", "metadata": {"name": "budgeted"}, "spec": {}}
+    client.CustomObjectsApi(admin).create_cluster_custom_object(GROUP, VERSION, "queues", queue)
+    api.patch_queue("budgeted", {"spec": {"weight": 3}})
+    api.record_event({"apiVersion": f"{GROUP}/{VERSION}", "kind": "Queue", "name": "budgeted"}, "BudgetThreshold", "x")
+    api.delete_node("cloud-a100-7")
+    api.close()

@@ -80,6 +80,7 @@ class FakeApi:
         self.evicted: list[str] = []
         self.unschedulable: list[tuple[str, str]] = []
         self.nominations: list[tuple[str, str, str]] = []
+        self.events: list[tuple[str, str, str, str]] = []
 
     def add(self, text: str) -> None:
         self.docs += [d for d in yaml.safe_load_all(text) if d]
@@ -126,14 +127,22 @@ class FakeApi:
         self._find("Pod", pod).setdefault("status", {})["conditions"] = [condition]
         self.unschedulable.append((pod, message))
 
-    def overflow(self, namespace: str, group: str, queue: str, pods: list[str]) -> None:
-        for name in pods:
-            self._tolerate_cloud(name)
-        self._find("PodGroup", group)["spec"]["queue"] = queue
+    def overflow(self, namespace: str, group: str, queue: str, pods: list[str], home: str = "") -> None:
+        if home:
+            for name in pods:
+                self._tolerate_cloud(name)
+        found = self._find("PodGroup", group)
+        found["spec"]["queue"] = queue
+        found["metadata"].setdefault("annotations", {})["tidegate.io/home-queue"] = home
 
-    def overflow_pod(self, namespace: str, pod: str, queue: str) -> None:
-        self._tolerate_cloud(pod)
-        self._find("Pod", pod)["metadata"].setdefault("annotations", {})["scheduling.volcano.sh/queue-name"] = queue
+    def overflow_pod(self, namespace: str, pod: str, queue: str, home: str = "") -> None:
+        if home:
+            self._tolerate_cloud(pod)
+        annotations = self._find("Pod", pod)["metadata"].setdefault("annotations", {})
+        annotations |= {"scheduling.volcano.sh/queue-name": queue, "tidegate.io/home-queue": home}
+
+    def record_event(self, involved: dict[str, str], reason: str, message: str, warning: bool = False) -> None:
+        self.events.append((involved["kind"], involved["name"], reason, message))
 
     def _tolerate_cloud(self, pod: str) -> None:
         spec = self._find("Pod", pod)["spec"]

@@ -13,8 +13,8 @@ from fastapi.testclient import TestClient
 from test_live import vcjob
 from typer.testing import CliRunner
 
+from tidegate.cli.fleet_folder import served_fleet
 from tidegate.cli.main import app
-from tidegate.cli.serve import served_fleet
 from tidegate.clock import SimClock
 from tidegate.live.control_plane import ControlPlane
 from tidegate.live.jobs import JobPhase, NotFound
@@ -223,7 +223,7 @@ def test_a_job_pinned_to_the_idc_never_bursts_nor_asks_for_cloud_nodes(tmp_path:
 
 def test_a_scenario_without_burst_serves_the_idc_pools_only(tmp_path: Path) -> None:
     plane, clock = served(tmp_path, "idc-only")
-    assert [p["name"] for p in plane.pools_view()] == ["idc-a100"] and not plane.fleet.autoscalers
+    assert [p["name"] for p in plane.pools_view()] == ["idc-a100"] and not plane.fleet.sizing.autoscalers
     plane.submit(job("first") + "---" + job("second"))
     clock.run(until=3600.0)
     assert plane.jobs["default/second"].phase is JobPhase.PENDING
@@ -325,12 +325,12 @@ def test_a_restart_keeps_the_nodes_still_being_provisioned_and_when_they_join(tm
 def test_a_node_cancelled_while_provisioning_does_not_hurry_the_next_one_asked_for(tmp_path: Path) -> None:
     plane, clock = served(tmp_path)
     cloud = plane.fleet.pools["cloud-a100"]
-    plane.fleet.resize(cloud, 1)  # due at 60 s
+    plane.fleet.sizing.resize(cloud, 1)  # due at 60 s
     clock.run(until=10.0)
-    plane.fleet.resize(cloud, 0)  # cancelled: billing stops
+    plane.fleet.sizing.resize(cloud, 0)  # cancelled: billing stops
     assert cloud.provisioning == 0 and plane.bill.nodes["cloud-a100"] == 0
     clock.run(until=20.0)
-    plane.fleet.resize(cloud, 1)  # due at 80 s, its own full delay
+    plane.fleet.sizing.resize(cloud, 1)  # due at 80 s, its own full delay
     clock.run(until=70.0)
     assert cloud.nodes == [] and cloud.provisioning == 1
     clock.run(until=81.0)
@@ -362,7 +362,7 @@ def budgeted(tmp_path: Path, clock: SimClock, store: Store) -> ControlPlane:
 
 def burst_queue(plane: ControlPlane) -> tuple[int, str, int]:
     queue = plane.queues["burst-cloud"]
-    return queue.weight, queue.state.value, plane.fleet.autoscalers[0].spec.max_replicas
+    return queue.weight, queue.state.value, plane.fleet.sizing.autoscalers[0].spec.max_replicas
 
 
 def test_the_budget_patches_the_burst_queue_and_caps_the_hpa_live_and_a_restart_resumes_its_period(
@@ -471,7 +471,9 @@ def test_while_the_cloud_link_is_down_work_degrades_to_the_idc_and_comes_back_wh
     plane.set_link("aliyun", False, "probe: no route")
     # the one cloud is cut off: third goes back to dev with the pods it was submitted with
     assert third.group.queue == "dev" and third.template == third.home[1]
-    assert third.events[-1][1] == "back from burst-cloud to dev: the cloud is cut off"
+    assert (
+        third.events[-1][1] == "moved back from burst-cloud to dev (link cut)"
+    )  # the fleet's words, as the simulator's
     assert plane.links_view() == [{"cluster": "aliyun", "up": False, "down_since": 251.0, "reason": "probe: no route"}]
     plane.report_pod(plane.jobs["default/second"].pods[0].key, PodPhase.SUCCEEDED)
     clock.run(until=1500.0)  # the cloud node is free but cordoned; nothing overflows; the pool does not grow
@@ -496,7 +498,7 @@ def test_while_the_cloud_link_is_down_work_degrades_to_the_idc_and_comes_back_wh
     clock.run(until=1702.0)  # it overflows again at once (it has waited long enough) and lands on the cloud node
     third = again.jobs["default/third"]
     assert third.phase is JobPhase.RUNNING and node_of(again, "default/third") == "cloud-a100-0"
-    assert [m for _, m in again.fleet_events if m.startswith("link")] == ["link to aliyun: up"]
+    assert [m for _, m in again.fleet_events if m.startswith("link")] == ["link to aliyun restored"]
     again.stop()
     store.close()
 

@@ -12,7 +12,7 @@ import pytest
 from fastapi.testclient import TestClient
 from test_live_fleet import FOLDER, fill_the_idc_then_wait, job
 
-from tidegate.cli.serve import served_fleet
+from tidegate.cli.fleet_folder import served_fleet
 from tidegate.clock import SimClock
 from tidegate.model.manifests import load_manifests
 from tidegate.prometheus import LATENCY_BUCKETS_MS

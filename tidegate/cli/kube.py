@@ -7,17 +7,21 @@ import signal
 import socket
 import time
 import uuid
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 
+from tidegate.cli.fleet_folder import served_fleet
 from tidegate.cli.output import fail, warn
 from tidegate.fleet.burst import Burst
-from tidegate.model.errors import FieldError
+from tidegate.model.errors import FieldError, ManifestErrors
 from tidegate.model.manifests import go_duration, load_manifests
 from tidegate.model.objects import SchedulerConfiguration
 from tidegate.scheduler.admission import admission_errors
+
+if TYPE_CHECKING:
+    from tidegate.kube.scheduler import Fleet
 
 
 def request_timeout_seconds(value: str | float) -> float:
@@ -65,6 +69,17 @@ def kube(
     burst_after: Annotated[
         float, typer.Option("--burst-after", min=0, help="Seconds a PodGroup waits before it bursts.")
     ] = 600.0,
+    fleet_folder: Annotated[
+        str | None,
+        typer.Option(
+            "--fleet",
+            help="A simulation folder whose cloud pools, HPAs, burst and budget (of --scenario) tidegate runs: "
+            "it registers the pools' virtual nodes (see docs/kube.md).",
+        ),
+    ] = None,
+    scenario: Annotated[
+        str | None, typer.Option("--scenario", help="With --fleet: the Scenario whose burst and budget apply.")
+    ] = None,
     leader_elect: Annotated[
         bool, typer.Option("--leader-elect", help="Schedule only while holding a Lease (run several replicas).")
     ] = False,
@@ -128,7 +143,17 @@ def kube(
         fail(err, [exc])
         raise typer.Exit(1) from exc
     burst = Burst(burst_queue, burst_after) if burst_queue else None
-    scheduler = ClusterScheduler(api, configuration, scheduler_name, burst)
+    fleet = None
+    if fleet_folder is not None:
+        try:
+            fleet = kube_fleet(fleet_folder, scenario, burst)
+        except (ValueError, typer.BadParameter, ManifestErrors) as exc:
+            fail(err, exc.errors if isinstance(exc, ManifestErrors) else [exc])
+            raise typer.Exit(1) from exc
+    elif scenario is not None:
+        fail(err, ["--scenario needs --fleet FOLDER"])
+        raise typer.Exit(1)
+    scheduler = ClusterScheduler(api, configuration, scheduler_name, burst, fleet, start=time.time())
     lease = None
     if leader_elect:
         identity = f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
@@ -202,3 +227,21 @@ def kube(
 def _stop(signum: int, frame: object) -> None:
     """SIGTERM: leave the loop (not as a failed cycle), so the lease is released and the watches stopped."""
     raise SystemExit(0)
+
+
+def kube_fleet(folder: str, scenario: str | None, burst: Burst | None) -> Fleet:
+    """A simulation folder's cloud pools, HPAs, burst and budget as `tidegate kube` runs them (its IDC pools are
+    the cluster's own nodes). Raises ManifestErrors, ValueError or BadParameter naming what is wrong."""
+    from tidegate.kube.scheduler import Fleet
+
+    err = Console(stderr=True, soft_wrap=True)
+    ms = load_manifests([folder])
+    errors = [*ms.errors, *admission_errors(ms)]
+    if errors:
+        raise ManifestErrors(errors)
+    served = served_fleet(ms, scenario, "kube")
+    warn(err, [*served.warnings, *served.notes])
+    if burst is not None and served.burst is not None:
+        raise ValueError(f"--burst-queue and --fleet: scenario {served.scenario} says where jobs burst already")
+    cloud = tuple(pool for pool in served.pools if pool.is_cloud)
+    return Fleet(cloud, tuple(served.hpas), served.burst or burst, served.budget, tuple(ms.queues))

@@ -5,7 +5,6 @@ from __future__ import annotations
 import ssl
 import threading
 import time
-from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Annotated, Any
@@ -13,21 +12,15 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
-from tidegate.autoscale.hpa import HPASpec
+from tidegate.cli.fleet_folder import served_fleet
 from tidegate.cli.output import fail, warn
 from tidegate.cli.sources import FILES_HELP, manifest_paths, stdin_once
 from tidegate.clock import WallClock
-from tidegate.fleet.burst import Burst
-from tidegate.fleet.pool import Pool
-from tidegate.fleet.spec import BudgetSpec
 from tidegate.live.control_plane import DEFAULT_PERIOD_SECONDS
-from tidegate.model.errors import ManifestError, ManifestErrors
-from tidegate.model.manifests import ManifestSet, load_manifests
+from tidegate.model.errors import ManifestErrors
+from tidegate.model.manifests import load_manifests
 from tidegate.server.access import read_access
 from tidegate.server.audit import STDERR, AuditLog
-from tidegate.sim.loader import simulation_input
-from tidegate.sim.run import scenario_fleet
-from tidegate.sim.spec import ScenarioSpec
 from tidegate.store import StoreError
 from tidegate.store.lease import DURATION_SECONDS, RENEW_SECONDS, StoreLease, identity
 
@@ -261,23 +254,6 @@ def keep_store(lease: StoreLease, stopped: threading.Event, lost: threading.Even
             return
 
 
-@dataclass(frozen=True)
-class ServedFleet:
-    """What `tidegate serve` runs of a simulation folder besides its nodes and queues."""
-
-    pools: list[Pool] = field(default_factory=list)
-    hpas: list[HPASpec] = field(default_factory=list)
-    burst: Burst | None = None
-    budget: BudgetSpec | None = None
-    #: The Scenario served ("" for none).
-    scenario: str = ""
-    #: What is not served, to warn of.
-    notes: list[str] = field(default_factory=list)
-    #: What loading the folder warned of: its manifests', and a simulation folder's own (HPAs, spot notices,
-    #: job templates), each once, as `tidegate simulate` prints them.
-    warnings: list[ManifestError] = field(default_factory=list)
-
-
 def check_tls(cert: Path | None, key: Path | None) -> tuple[str, str] | None:
     """The certificate and key files to serve HTTPS with (None: plain HTTP), loaded once here so a bad one is
     refused before serving. Raises ValueError naming the option and file."""
@@ -303,55 +279,6 @@ def check_tls(cert: Path | None, key: Path | None) -> tuple[str, str] | None:
             f"({exc.reason or exc})"
         ) from exc
     return str(cert), str(key)
-
-
-def served_fleet(ms: ManifestSet, scenario: str | None) -> ServedFleet:
-    """A loaded folder's fleet as served live: for a simulation folder (checked as `tidegate simulate` checks
-    it) node pools (IDC pools' nodes at once, cloud pools sized by their HPAs), the chosen Scenario's quotas
-    (static quotas rewrite `ms.queues`), cloud burst and budget. A folder of Nodes alone gives no pools.
-    Raises ManifestErrors or BadParameter."""
-    if not any(s.kind in ("Cluster", "NodePool") for s in ms.skipped):
-        if scenario is not None:
-            raise typer.BadParameter("the folder has no NodePools: --scenario needs a simulation folder")
-        notes = [f"skipped {s.kind}/{s.name} ({s.source}): not served live" for s in ms.skipped]
-        return ServedFleet(notes=notes, warnings=list(ms.warnings))
-    inp = simulation_input(ms)
-    name, chosen = _scenario(inp.scenarios, scenario)
-    queues, pools = scenario_fleet(inp, chosen)
-    ms.queues = queues
-    templates = {w.job_template for w in inp.workloads.values() if w.job_template}
-    ms.jobs = [job for job in ms.jobs if job.name not in templates]  # a Workload's policy template, not a job
-    notes = [] if name else ["no bursting Scenario (choose one with --scenario): IDC pools only, elastic quotas"]
-    if not chosen.burst.enabled:
-        pools = [pool for pool in pools if not pool.is_cloud]
-    for pool in pools:
-        if pool.spec.interruption is not None or pool.spec.pricing.model == "spot":
-            notes.append(
-                f"NodePool {pool.name}: spot interruptions are not drawn live; its nodes' agents report the "
-                "provider's (POST /nodes/<name>/interruption)"
-            )
-    if chosen.link_outages:
-        notes.append(
-            f"scenario {name}: its linkOutages windows are not replayed live; report a real link's state "
-            "with PUT /links/<cluster>"
-        )
-    if chosen.budget is not None and not chosen.burst.enabled:
-        notes.append(f"scenario {name}: its budget is not served without burst (no cloud spend to count)")
-    if not chosen.burst.enabled:
-        return ServedFleet(pools, [], None, None, name, notes, inp.warnings)
-    burst = Burst(chosen.burst.queue, chosen.burst.after_seconds)
-    return ServedFleet(pools, list(inp.hpas), burst, chosen.budget, name, notes, inp.warnings)
-
-
-def _scenario(scenarios: dict[str, ScenarioSpec], wanted: str | None) -> tuple[str, ScenarioSpec]:
-    if wanted is not None:
-        if wanted not in scenarios:
-            raise typer.BadParameter(f"no Scenario {wanted!r}; the folder has {', '.join(scenarios) or 'none'}")
-        return wanted, scenarios[wanted]
-    if len(scenarios) == 1:
-        return next(iter(scenarios.items()))
-    bursting = [(n, s) for n, s in scenarios.items() if s.burst.enabled]
-    return bursting[0] if bursting else ("", ScenarioSpec())
 
 
 def store_url(value: str) -> str:

@@ -5,15 +5,20 @@ do with `PATCH /queues/cloud-burst {"spec":{"weight":10}}`, and/or caps the clou
 Spend is billed node time at each cloud pool's price (a node is billed from the autoscaler's request until
 it leaves), counted from the start of the period. It is checked every 15 s (the HPA sync period), so a
 crossing is acted on at the first check at or after the instant the bill reaches the threshold, at most
-15 s late. The simulator and `tidegate serve` run this same controller; each says what has been spent.
+15 s late. Period k starts k periods after the first. Every host runs this same controller on its clock
+(`BudgetHost`): each says what has been spent and keeps the queue as patched.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
+from tidegate.clock import Clock, Timer
+from tidegate.fleet.port import BudgetHost, EventKind
+from tidegate.fleet.scaling import HPA_SYNC_SECONDS
 from tidegate.fleet.spec import BudgetSpec, BudgetThreshold
 from tidegate.model.objects import Queue, QueueState
 from tidegate.model.resources import Resources
@@ -47,26 +52,24 @@ def _budgeted(queue: Queue) -> tuple[object, ...]:
 
 
 class Budget:
-    """Tracks the period's spend and patches the queue through `apply` (the scheduler's live queue edit)."""
+    """Tracks the period's spend and patches the queue through its host (a live queue edit)."""
 
     def __init__(
         self,
         spec: BudgetSpec,
         queue: Queue,
-        spend: Callable[[float], float],
-        apply: Callable[[Queue], None],
-        record: Callable[[float, str], None],
+        host: BudgetHost,
+        clock: Clock,
         cap_autoscalers: Callable[[int | None], str] | None = None,
+        origin: float | None = None,
     ) -> None:
-        """`spend(t)` is what the cloud pools have billed from the start of the run until `t` (now, or a
-        past instant since which nothing changed the bill)."""
+        """The first period starts at `origin` (now)."""
         self.spec = spec
         #: The queue as its own spec says, which each period starts from.
         self.original = queue
         self.current = queue
-        self.spend = spend
-        self.apply = apply
-        self.record = record
+        self.host = host
+        self.clock = clock
         #: Sets (or, with None, restores) the HPAs' maxReplicas; returns what changed, for the event.
         self.cap_autoscalers = cap_autoscalers
         self.capped = False
@@ -76,6 +79,46 @@ class Budget:
         self.baseline = 0.0
         self.crossed = 0
         self.changes = 0
+        #: When period 0 started: period k starts k periods later.
+        self.origin = clock.now() if origin is None else origin
+        self._timers: list[Timer] = []
+        self.start_period(self.origin, 0)
+
+    def run(self, priority: int, at: float | None = None) -> None:
+        """Start each period on time and check the spend every HPA sync period from `at` (now), while the host
+        is active."""
+        when = self.clock.now() if at is None else at
+        self._timers = [
+            self.clock.call_at(self.period_starts(self.period + 1), partial(self._next_period, priority), priority),
+            self.clock.call_at(when, partial(self._check, priority), priority),
+        ]
+
+    def stop(self) -> None:
+        for timer in self._timers:
+            timer.cancel()
+        self._timers = []
+
+    def period_starts(self, index: int) -> float:
+        return self.origin + index * self.period_s
+
+    def _next_period(self, priority: int) -> None:
+        if not self.host.active():
+            return
+        self._step(lambda: self.start_period(self.clock.now(), self.period + 1))
+        self._timers[0] = self.clock.call_at(
+            self.period_starts(self.period + 1), partial(self._next_period, priority), priority
+        )
+
+    def _check(self, priority: int) -> None:
+        self._step(lambda: self.check(self.clock.now()))
+        if self.host.active():
+            self._timers[1] = self.clock.call_later(HPA_SYNC_SECONDS, partial(self._check, priority), priority)
+
+    def _step(self, step: Callable[[], None]) -> None:
+        try:
+            step()
+        except Exception as exc:  # the host says whether it stops everything
+            self.host.failed("budget step", exc)
 
     @property
     def period_s(self) -> float:
@@ -86,7 +129,7 @@ class Budget:
         patched queue gets its spec back."""
         self.period = self.period + 1 if index is None else index
         self.period_start = now
-        self.baseline = self.spend(now)
+        self.baseline = self.host.spend(now)
         self.crossed = 0
         if _budgeted(self.current) != _budgeted(self.original):
             self._set(self.original, now, f"period {self.period} starts: restored")
@@ -95,7 +138,7 @@ class Budget:
             self._capped(None, now, f"period {self.period} starts: restored")
 
     def spent(self, now: float) -> float:
-        return self.spend(now) - self.baseline
+        return self.host.spend(now) - self.baseline
 
     def check(self, now: float) -> None:
         """Apply every threshold the period's spend has reached and not yet acted on."""
@@ -120,6 +163,7 @@ class Budget:
     def state(self) -> dict[str, Any]:
         """Where the period stands, as plain values (what a restart resumes from, with `resume`)."""
         return {
+            "origin": self.origin,
             "period": self.period,
             "period_start": self.period_start,
             "baseline": self.baseline,
@@ -143,11 +187,10 @@ class Budget:
         assert self.cap_autoscalers is not None
         change = self.cap_autoscalers(max_replicas)
         self.changes += 1
-        self.record(now, f"budget: {change} ({reason})")
+        self.host.record(f"budget: {change} ({reason})", EventKind.BUDGET)
 
     def _set(self, queue: Queue, now: float, reason: str) -> None:
         before = describe(self.current)
-        self.current = queue
-        self.apply(queue)
+        self.current = self.host.set_queue(queue)
         self.changes += 1
-        self.record(now, f"budget: queue {queue.name} {before} -> {describe(queue)} ({reason})")
+        self.host.record(f"budget: queue {queue.name} {before} -> {describe(queue)} ({reason})", EventKind.BUDGET)

@@ -1,19 +1,23 @@
 """Cloud burst: which waiting jobs move to the burst queue, and how their pods change when they do.
 
-The simulator, `tidegate serve` and `tidegate kube` apply the same rule: a waiting job that is not pinned
-to the IDC, has no pod running, and is not in the burst queue already moves there once it has waited
-`after_seconds`, or at once when its queue is at capability (its local cap is reached). Its pods then
-tolerate the cloud taint and prefer IDC nodes, so they land on a cloud node only when no IDC node has room.
+The rule (`Burst.moves`): a waiting job that is not pinned to the IDC, has its pods, has none running, and is
+not in the burst queue already moves there once it has waited `after_seconds`, or at once when a queue's
+capability stops it (its scheduler refusal's code is `AT_CAPABILITY`: the local cap is reached), provided
+the burst queue takes work from its namespace. Its pods then tolerate the cloud taint and prefer IDC nodes,
+so they land on a cloud node only when no IDC node has room. `Overflow` applies the rule after every
+scheduling cycle of every host, and sends burst jobs home when every cloud's link is down.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
 from dataclasses import dataclass, replace
 
-from tidegate.fleet.pool import CLOUD_TOLERATION, PREFER_IDC, pinned_to_idc
+from tidegate.fleet.links import Links
+from tidegate.fleet.pool import CLOUD_TOLERATION, PREFER_IDC
+from tidegate.fleet.port import BurstHost, EventKind, WaitingJob
 from tidegate.model.objects import Pod
-from tidegate.scheduler.plugins.quota import AT_CAPABILITY
+from tidegate.scheduler.refusal import RefusalCode, refusal_code
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,14 +27,71 @@ class Burst:
     queue: str
     after_seconds: float = 600.0
 
-    def moves(self, queue: str, pods: Sequence[Pod], waited: float, reason: str) -> bool:
-        """Whether a waiting job in `queue` with these pods moves to the burst queue now (not one with no pod
-        yet: moving gives its pods the cloud toleration, and those to come would lack it)."""
-        if not pods or queue == self.queue or any(pinned_to_idc(pod) for pod in pods):
-            return False  # no pod yet, already there, or pinned
-        if any(pod.node_name for pod in pods):
-            return False  # part of its gang runs (evicted pods being replaced)
-        return waited >= self.after_seconds or AT_CAPABILITY in reason
+    def may_move(self, job: WaitingJob) -> bool:
+        """Whether the job may ever move: not pinned, not there already, its pods made (those of a job with
+        no pod yet would come without the cloud toleration), none of them running."""
+        return not job.pinned and job.queue != self.queue and job.has_pods and not job.part_running
+
+    def moves(self, job: WaitingJob, waited: float, code: RefusalCode) -> bool:
+        """Whether a job that may move does now, having waited `waited` and refused with `code`."""
+        return waited >= self.after_seconds or code is RefusalCode.AT_CAPABILITY
+
+
+class Overflow:
+    """Cloud burst applied to a host's waiting jobs."""
+
+    def __init__(self, burst: Burst, host: BurstHost, links: Links) -> None:
+        """Burst is off while `links` says every cloud's link is down."""
+        self.burst = burst
+        self.host = host
+        self.links = links
+        links.on_all_cut = self.send_home
+
+    def after_cycle(self, now: float) -> float:
+        """Move the waiting jobs the rule says to the burst queue; returns when the next job that may move will
+        have waited long enough (inf: none)."""
+        if self.links.blocks_burst:
+            return math.inf
+        host, burst = self.host, self.burst
+        soonest = math.inf
+        moved = False
+        for job in list(host.waiting()):
+            if not burst.may_move(job):
+                continue
+            if not burst.moves(job, now - job.since, refusal_code(host.reason(job.key))):
+                soonest = min(soonest, job.since + burst.after_seconds)
+                continue
+            if not host.admits(burst.queue, job.namespace):
+                continue  # no burst queue (yet), or one that does not take this namespace's work
+            host.move(job.key, burst.queue)
+            host.record(f"overflowed from {job.home} to {burst.queue}", EventKind.OVERFLOW, job.key)
+            moved = True
+        if moved:
+            host.want_cycle()
+        return soonest
+
+    def send_home(self) -> None:
+        """Every cloud's link is down: jobs waiting in the burst queue go back to the queue they were submitted
+        to (one submitted to the burst queue waits there; one with part of its gang running keeps its queue)."""
+        host, queue = self.host, self.burst.queue
+        for job in list(host.waiting()):
+            if job.queue != queue:
+                continue
+            if job.home == queue:
+                text = f"waits in {queue} (link cut, no home queue to fall back to)"
+                host.record(text, EventKind.LINK_AFFECTED, job.key)
+                continue
+            if job.part_running:
+                continue
+            host.move(job.key, job.home)
+            host.record(f"moved back from {queue} to {job.home} (link cut)", EventKind.LINK_AFFECTED, job.key)
+
+    def queue_for(self, key: str, queue: str, home: str) -> str:
+        """The queue a job (re)submitted to `queue` waits in: its home while burst is off."""
+        if queue == self.burst.queue and home != queue and self.links.blocks_burst:
+            self.host.record(f"back to {home} (link cut)", EventKind.LINK, key)
+            return home
+        return queue
 
 
 def burstable(pod: Pod) -> Pod:

@@ -5,19 +5,19 @@ queues' pending seconds, each pool's HPA reads its metrics (External and Object 
 Pods and Resource metrics from the pool's virtual nodes: see `hpa_supply.py`) and recommends a size (one
 replica is one virtual node), new nodes join after the pool's provisioning delay, and scale-in is
 drain-aware (nodes still provisioning go first, then idle nodes; a busy node is cordoned and leaves when
-its last job ends). While the host refuses new nodes (a cluster cut off) a scale-up is a failed scale
+its last job ends). While a pool may not grow (its cluster cut off: `Links`) a scale-up is a failed scale
 update (AbleToScale False, FailedUpdateScale). Each HPA's status (its conditions) is kept; a condition
 turning False, changing reason while False, or turning True again is a scaling event. What a node joining
-or leaving means for jobs, billing and logs is the host's (`FleetHost`).
+or leaving means for jobs, billing and logs is the host's (`PoolHost`).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, Protocol
+from typing import Any
 
 from tidegate.autoscale.hpa import (
     ABLE_TO_SCALE,
@@ -35,53 +35,14 @@ from tidegate.autoscale.hpa import (
     status_document,
     status_from_document,
 )
-from tidegate.clock import Clock
-from tidegate.fleet.hpa_supply import FLEET_HPA_CONFIG, NodeReadings, Supply, pool_selector
+from tidegate.clock import Clock, Timer
+from tidegate.fleet.hpa_supply import FLEET_HPA_CONFIG, Supply, pool_selector
 from tidegate.fleet.pool import Arrival, Pool
-from tidegate.model.objects import Node, Queue
+from tidegate.fleet.port import EventKind, PoolHost
+from tidegate.model.objects import Queue
 
 #: How often an HPA syncs (the kube-controller-manager's --horizontal-pod-autoscaler-sync-period).
 HPA_SYNC_SECONDS = 15.0
-
-
-class Nodes(Protocol):
-    """The scheduler's side of a node joining, leaving or being cordoned (`OnlineScheduler`, a `Core`)."""
-
-    def add_nodes(self, nodes: Sequence[Node]) -> None: ...
-
-    def remove_nodes(self, names: Iterable[str]) -> None: ...
-
-    def set_schedulable(self, name: str, schedulable: bool) -> None: ...
-
-
-class FleetHost(NodeReadings, Protocol):
-    """What the loop running the fleet does for it: the simulator meters and logs, the live control plane
-    shows nodes to their agents; and what it tells of nodes and queues (`NodeReadings`), for the HPAs."""
-
-    def node_ready(self, pool: Pool, node: Node) -> None:
-        """The node joined the pool (it is in `pool.nodes` and the scheduler has it)."""
-
-    def evict_node(self, pool: Pool, node: str) -> None:
-        """The node is leaving now: evict what runs there (its jobs follow their lifecycle policies); the
-        fleet then takes it from the pool and the scheduler."""
-
-    def leaving(self, node: str) -> bool:
-        """The node goes whatever the autoscaler wants (a spot interruption notice)."""
-
-    def may_grow(self, pool: Pool) -> bool:
-        """New nodes may be asked for (not while the pool's cluster is cut off)."""
-
-    def billed(self, pool: Pool, change: int) -> None:
-        """Billing starts (change > 0) or stops (change < 0) for that many of the pool's nodes, now."""
-
-    def sized(self, pool: Pool) -> None:
-        """The pool's node count changed."""
-
-    def record(self, text: str) -> None:
-        """A scaling event for the event log."""
-
-    def want_cycle(self) -> None:
-        """New capacity: the scheduler should look again."""
 
 
 class QueueTree:
@@ -167,18 +128,25 @@ class CloudFleet:
         pools: Sequence[Pool],
         hpas: Sequence[HPASpec],
         queues: Mapping[str, Queue],
-        nodes: Nodes,
-        host: FleetHost,
+        host: PoolHost,
         clock: Clock,
     ) -> None:
         """Each HPA drives the pool whose `scaleTargetRef` names its target; an HPA with no such pool is
         left out (loaders report it); HPAs sharing a pool all report AmbiguousSelector and none scales it."""
         self.pools = {p.name: p for p in pools}
-        self.nodes = nodes
-        self.host = host
+        self.nodes = self.host = host
         self.clock = clock
+        #: Whether a node goes whatever the autoscaler wants (a spot notice), and whether a pool may grow now
+        #: (not while its cluster is cut off): the spot and link controllers' word (`HybridFleet`).
+        self.leaving: Callable[[str], bool] = lambda node: False
+        self.may_grow: Callable[[Pool], bool] = lambda pool: True
+        #: Told of each node that joins (the link controller cordons it while its cloud is cut off).
+        self.joined: Callable[[Pool, str], None] = lambda pool, node: None
+        self._timer: Timer | None = None
+        #: Nodes being removed now (their pods evicted): they leave once, whatever their eviction releases.
+        self._removing: set[str] = set()
         #: When each node of a pool joined (its virtual-kubelet pod's start and readiness).
-        self.joined: dict[str, float] = {}
+        self.joined_at: dict[str, float] = {}
         self.autoscalers: list[Autoscaler] = []
         for spec in hpas:
             pool = next((p for p in pools if p.target_name and p.target_name == spec.target_name), None)
@@ -228,9 +196,10 @@ class CloudFleet:
         for name in nodes:
             node = pool.node(name)
             pool.nodes.append(name)
-            self.joined[name] = self.clock.now()
+            self.joined_at[name] = self.clock.now()
             self.nodes.add_nodes([node])
             self.host.node_ready(pool, node)
+            self.joined(pool, name)
             if pool.is_cloud:
                 self.host.billed(pool, 1)
         for name in draining:
@@ -241,6 +210,28 @@ class CloudFleet:
             self._ask(pool, max(due, self.clock.now()))
         self.host.sized(pool)
 
+    def run(self, priority: int, at: float | None = None) -> None:
+        """Sync every HPA_SYNC_SECONDS from `at` (now), while the host is active or a pool has nodes."""
+        if self.autoscalers:
+            when = self.clock.now() if at is None else at
+            self._timer = self.clock.call_at(when, partial(self._tick, priority), priority)
+
+    def stop(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _tick(self, priority: int) -> None:
+        host = self.host
+        try:
+            self.sync(host.pending_seconds())
+        except Exception as exc:  # the host says whether a failed sync stops everything
+            host.failed("autoscaler sync", exc)
+        if host.active() or self.scaled:
+            self._timer = self.clock.call_later(HPA_SYNC_SECONDS, partial(self._tick, priority), priority)
+        else:
+            self._timer = None
+
     def sync(self, pending_seconds: Mapping[str, float]) -> None:
         """One HPA sync: each pool's HPA reads the queues' pending seconds (and whatever else its metrics
         read) and the pool is resized to its recommendation (a scale-up fails while the host says no)."""
@@ -250,7 +241,7 @@ class CloudFleet:
             values = selected_values(scaler.selection, pending_seconds)
             if scaler.steady and pool.size == 0 and scaler.quiet(values):
                 continue  # nothing pending, nothing to scale in: as the last sync (draining nodes leave on their own)
-            observed = scaler.supply.observe(pool, self.joined, self.host, pending_seconds, now)
+            observed = scaler.supply.observe(pool, self.joined_at, self.host, pending_seconds, now)
             before = scaler.controller.status
             result = scaler.controller.step(
                 now,
@@ -265,12 +256,13 @@ class CloudFleet:
             self._report_conditions(scaler, before, scaler.controller.status)
             scaler.steady = scaler.idle_sync_changes_nothing and _steady(result)
             if result.rescale:
-                self.host.record(f"{pool.name}: {pool.size} -> {result.desired_replicas} nodes ({result.reason})")
+                text = f"{pool.name}: {pool.size} -> {result.desired_replicas} nodes ({result.reason})"
+                self.host.record(text, EventKind.SCALING)
                 self.resize(pool, result.desired_replicas)
 
     def _refused(self, pool: Pool, current: int, desired: int) -> str | None:
         """Why setting the pool's replicas fails now (the host refuses new nodes), or None."""
-        if desired > current and not self.host.may_grow(pool):
+        if desired > current and not self.may_grow(pool):
             return f"NodePool {pool.name} may not grow now: its cluster {pool.cluster_name} is cut off"
         return None
 
@@ -286,7 +278,8 @@ class CloudFleet:
             if old is not None and (old.status, old.reason) == (new.status, new.reason):
                 continue
             state = "True" if new.status else "False"
-            self.host.record(f"{scaler.pool.name}: HPA {scaler.spec.name} {type_} {state} {new.reason}: {new.message}")
+            text = f"{scaler.pool.name}: HPA {scaler.spec.name} {type_} {state} {new.reason}: {new.message}"
+            self.host.record(text, EventKind.SCALING)
 
     @property
     def scaled(self) -> bool:
@@ -298,7 +291,7 @@ class CloudFleet:
         then idle nodes; a busy node is cordoned and leaves when its last job ends (as VK pods with a low
         pod-deletion-cost and a draining preStop hook would), so scale-in never kills running work."""
         host = self.host
-        while pool.size < desired and (kept := [n for n in pool.draining if not host.leaving(n)]):
+        while pool.size < desired and (kept := [n for n in pool.draining if not self.leaving(n)]):
             node = kept[-1]  # a node under a spot notice is leaving whatever the autoscaler wants
             pool.draining.remove(node)
             self.nodes.set_schedulable(node, True)
@@ -341,15 +334,27 @@ class CloudFleet:
         """A new node of the pool joins now."""
         node = pool.new_node()
         pool.nodes.append(node.name)
-        self.joined[node.name] = self.clock.now()
+        self.joined_at[node.name] = self.clock.now()
         self.nodes.add_nodes([node])
         self.host.node_ready(pool, node)
+        self.joined(pool, node.name)
+
+    def emptied(self, pool: Pool, node: str) -> None:
+        """The host's word that the node's last job has left: a node cordoned for scale-in leaves now (one
+        under a spot notice waits for its provider; one being removed is not removed twice)."""
+        if node in pool.draining and node in pool.nodes and node not in self._removing and not self.leaving(node):
+            self.remove_node(pool, node)
+            self.host.sized(pool)
 
     def remove_node(self, pool: Pool, node: str) -> None:
         """The node leaves now: what runs there is evicted, its billing stops."""
-        self.host.evict_node(pool, node)
+        self._removing.add(node)
+        try:
+            self.host.evict_node(pool, node)
+        finally:
+            self._removing.discard(node)
         pool.nodes.remove(node)
-        self.joined.pop(node, None)
+        self.joined_at.pop(node, None)
         if node in pool.draining:
             pool.draining.remove(node)
         self.nodes.remove_nodes([node])

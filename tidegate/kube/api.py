@@ -27,6 +27,8 @@ from tidegate.model.manifests import QUEUE_NAME_ANNOTATION
 from tidegate.model.objects import GPU_INDEX_ANNOTATION, TaintEffect
 
 VOLCANO_GROUP, VOLCANO_VERSION = "scheduling.volcano.sh", "v1beta1"
+#: Where a PodGroup (or a bare pod) moved to the burst queue keeps the queue it was submitted to.
+HOME_QUEUE_ANNOTATION = "tidegate.io/home-queue"
 #: The component named as the source of the events tidegate records.
 EVENT_SOURCE = "tidegate"
 #: Seconds a first read waits for the watches' first listings.
@@ -75,13 +77,43 @@ class ClusterApi(Protocol):
         reason Unschedulable (what cluster autoscalers look for), and a `FailedScheduling` Warning event."""
         ...
 
-    def overflow(self, namespace: str, group: str, queue: str, pods: list[str]) -> None:
-        """Move a waiting PodGroup to the burst queue: its pods first get the cloud toleration."""
+    def overflow(self, namespace: str, group: str, queue: str, pods: list[str], home: str = "") -> None:
+        """Move a waiting PodGroup to another queue; to the burst queue (`home` its own queue) its pods first
+        get the cloud toleration, and `home` is kept on it (`tidegate.io/home-queue`)."""
         ...
 
-    def overflow_pod(self, namespace: str, pod: str, queue: str) -> None:
-        """Move a waiting pod that names no PodGroup to the burst queue: the cloud toleration first, then its
-        queue annotation (its one-pod group is in the queue the annotation names)."""
+    def overflow_pod(self, namespace: str, pod: str, queue: str, home: str = "") -> None:
+        """Move a waiting pod that names no PodGroup to another queue, as `overflow` does: its queue annotation
+        names its one-pod group's queue."""
+        ...
+
+
+class FleetApi(ClusterApi, Protocol):
+    """What `tidegate kube` also writes when it hosts the fleet's controllers (`tidegate.kube.fleet`)."""
+
+    def create_node(self, doc: dict[str, Any]) -> None:
+        """Register a Node (a virtual node of a served pool), Ready, with its taints; one that exists already is
+        left as it is."""
+        ...
+
+    def delete_node(self, name: str) -> None:
+        """Deregister a Node (gone already is fine)."""
+        ...
+
+    def cordon(self, name: str, cordoned: bool) -> None:
+        """Set a Node's `spec.unschedulable`."""
+        ...
+
+    def delete_pod(self, namespace: str, pod: str, grace_seconds: int | None = None) -> None:
+        """Delete a pod with its own termination grace period (or `grace_seconds`); gone already is fine."""
+        ...
+
+    def patch_queue(self, name: str, patch: dict[str, Any]) -> None:
+        """A JSON merge patch of a Volcano Queue."""
+        ...
+
+    def record_event(self, involved: dict[str, str], reason: str, message: str, warning: bool = False) -> None:
+        """An Event about an object (`apiVersion`, `kind`, `name`, and `namespace` for a namespaced one)."""
         ...
 
 
@@ -214,15 +246,71 @@ class KubeApi:
                 raise
             self.custom.patch_namespaced_custom_object(*args)  # a CRD without the status subresource
 
-    def overflow(self, namespace: str, group: str, queue: str, pods: list[str]) -> None:
-        for name in pods:
-            self._tolerate_cloud(namespace, name)
-        patch = {"spec": {"queue": queue}}
+    def overflow(self, namespace: str, group: str, queue: str, pods: list[str], home: str = "") -> None:
+        if home:
+            for name in pods:
+                self._tolerate_cloud(namespace, name)
+        patch = {"metadata": {"annotations": {HOME_QUEUE_ANNOTATION: home or None}}, "spec": {"queue": queue}}
         self.custom.patch_namespaced_custom_object(VOLCANO_GROUP, VOLCANO_VERSION, namespace, "podgroups", group, patch)
 
-    def overflow_pod(self, namespace: str, pod: str, queue: str) -> None:
-        self._tolerate_cloud(namespace, pod)
-        self.core.patch_namespaced_pod(pod, namespace, {"metadata": {"annotations": {QUEUE_NAME_ANNOTATION: queue}}})
+    def overflow_pod(self, namespace: str, pod: str, queue: str, home: str = "") -> None:
+        if home:
+            self._tolerate_cloud(namespace, pod)
+        annotations = {QUEUE_NAME_ANNOTATION: queue, HOME_QUEUE_ANNOTATION: home or None}
+        self.core.patch_namespaced_pod(pod, namespace, {"metadata": {"annotations": annotations}})
+
+    def create_node(self, doc: dict[str, Any]) -> None:
+        body: Any = doc  # a plain document: the client sends it as it is
+        try:
+            self.core.create_node(body, _preload_content=False)
+        except ApiException as exc:
+            if exc.status != 409:  # registered already
+                raise
+            return
+        # The API server taints a new node not-ready until the node controller sees it Ready; registered Ready,
+        # it has the taints it was given (what that controller would leave).
+        taints = doc.get("spec", {}).get("taints", [])
+        self.core.patch_node(doc["metadata"]["name"], {"spec": {"taints": taints}}, _preload_content=False)
+
+    def delete_node(self, name: str) -> None:
+        try:
+            self.core.delete_node(name, _preload_content=False)
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+
+    def cordon(self, name: str, cordoned: bool) -> None:
+        try:
+            self.core.patch_node(name, {"spec": {"unschedulable": cordoned or None}}, _preload_content=False)
+        except ApiException as exc:
+            if exc.status != 404:  # gone meanwhile: nothing to cordon
+                raise
+
+    def delete_pod(self, namespace: str, pod: str, grace_seconds: int | None = None) -> None:
+        try:
+            self.core.delete_namespaced_pod(pod, namespace, grace_period_seconds=grace_seconds, _preload_content=False)
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+
+    def patch_queue(self, name: str, patch: dict[str, Any]) -> None:
+        self.custom.patch_cluster_custom_object(VOLCANO_GROUP, VOLCANO_VERSION, "queues", name, patch)
+
+    def record_event(self, involved: dict[str, str], reason: str, message: str, warning: bool = False) -> None:
+        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        namespace = involved.get("namespace") or "default"  # a cluster-scoped object's events go to default
+        event: Any = {
+            "metadata": {"generateName": f"{involved['name']}.", "namespace": namespace},
+            "involvedObject": involved,
+            "reason": reason,
+            "message": message[:1024],
+            "type": "Warning" if warning else "Normal",
+            "source": {"component": EVENT_SOURCE},
+            "firstTimestamp": now,
+            "lastTimestamp": now,
+            "count": 1,
+        }
+        self.core.create_namespaced_event(namespace, event, _preload_content=False)
 
     def _tolerate_cloud(self, namespace: str, pod: str) -> None:
         toleration = {"key": CLOUD_TOLERATION.key, "operator": "Exists", "effect": TaintEffect.NO_SCHEDULE.value}

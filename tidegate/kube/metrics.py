@@ -26,7 +26,6 @@ from prometheus_client.registry import Collector
 from tidegate.kube.scheduler import ClusterScheduler
 from tidegate.kube.views import ClusterViews
 from tidegate.prometheus import HttpMetrics, gauge_families, latency_histogram, volcano_queue_series
-from tidegate.scheduler.figures import quota_figures
 
 #: The dashboard's page and files by path: (body, media type, headers), or None for a path that is none of
 #: them. `tidegate kube` is handed `tidegate.server.dashboard.static_page` (the layers keep kube below server).
@@ -96,8 +95,8 @@ class SchedulerCollector(Collector):
         yield from (pending, cycles, quiet, bound, evicted, step, problems, failed)
         core = s.core
         if core is not None:
-            figures = quota_figures(core.ssn)
-            served = [figures[name] for name in s._queues if name in figures]
+            figures = core.quota_figures()
+            served = [figures[name] for name in s.queues if name in figures]
             groups: dict[str, dict[str, int]] = {}
             for job in core.jobs.values():
                 row = groups.setdefault(job.group.queue, {})

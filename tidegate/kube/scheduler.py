@@ -9,6 +9,9 @@ It schedules the pods whose `spec.schedulerName` is its own (`volcano` by defaul
 Volcano's job controller need no change); pods bound by other schedulers take their room on their nodes.
 A pod that names no PodGroup gets a one-pod group, as Volcano's controller gives it. State is the API
 server's: a restarted scheduler reads it back, so nothing is kept locally.
+
+It hosts the fleet's controllers (`tidegate.kube.fleet.KubeFleet`): overflow to a burst queue, and, given a
+simulation folder's pools, HPAs and budget, the pools' virtual nodes, spot notices, the links and the budget.
 """
 
 from __future__ import annotations
@@ -18,13 +21,17 @@ import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
-from typing import TypeVar
+from dataclasses import dataclass, field, replace
+from typing import TypeVar, cast
 
+from tidegate.autoscale.hpa import HPASpec
+from tidegate.clock import SimClock
 from tidegate.fleet.burst import Burst
-from tidegate.fleet.pool import pinned_to_idc
+from tidegate.fleet.pool import Pool, pinned_to_idc
 from tidegate.fleet.scaling import QueueTree
-from tidegate.kube.api import ClusterApi
+from tidegate.fleet.spec import BudgetSpec
+from tidegate.kube.api import HOME_QUEUE_ANNOTATION, ClusterApi, FleetApi
+from tidegate.kube.fleet import KubeFleet
 from tidegate.kube.reading import ObjectCache
 from tidegate.model.expand import group_key, workload_from
 from tidegate.model.manifests import ManifestSet, gpu_index
@@ -114,6 +121,18 @@ def _seen(group: PodGroup, pods: Sequence[Pod]) -> _Seen:
     )
 
 
+@dataclass(frozen=True, slots=True)
+class Fleet:
+    """A simulation folder's fleet as `tidegate kube` serves it: pools whose virtual nodes it registers, the
+    HPAs sizing them, burst and the budget."""
+
+    pools: tuple[Pool, ...] = ()
+    hpas: tuple[HPASpec, ...] = ()
+    burst: Burst | None = None
+    budget: BudgetSpec | None = None
+    queues: tuple[Queue, ...] = field(default=())
+
+
 class ClusterScheduler:
     """One cluster, one `OnlineScheduler`: `step(now)` reads the cluster, runs a cycle and writes it back."""
 
@@ -123,10 +142,26 @@ class ClusterScheduler:
         config: SchedulerConfiguration | None = None,
         scheduler_name: str = "volcano",
         burst: Burst | None = None,
+        fleet: Fleet | None = None,
+        start: float = 0.0,
     ) -> None:
-        """With `burst`, waiting PodGroups not pinned to the IDC move to the burst queue (`overflow`)."""
+        """With `burst`, waiting PodGroups not pinned to the IDC move to the burst queue (overflow); `fleet`
+        (whose burst then applies) also registers its pools' virtual nodes, which need an API that writes
+        nodes, queues and events (`FleetApi`). The fleet's time starts at `start` (the first step's now)."""
         self.api = api
-        self.burst = burst
+        fleet = fleet or Fleet(burst=burst)
+        self.clock = SimClock(start)
+        #: The fleet's controllers, with this scheduler as their host.
+        self.fleet = KubeFleet(
+            self,
+            cast(FleetApi, api),
+            self.clock,
+            fleet.pools,
+            fleet.hpas,
+            fleet.burst,
+            fleet.budget,
+            {queue.name: queue for queue in fleet.queues},
+        )
         self.config = config or SchedulerConfiguration()
         self.scheduler_name = scheduler_name
         self.core: OnlineScheduler | None = None
@@ -150,8 +185,6 @@ class ClusterScheduler:
         self._pods_written: dict[tuple[str, str], str] = {}
         #: The pods (key, uid) of groups whose queue does not exist.
         self._queueless_pods: dict[str, list[tuple[str, str]]] = {}
-        #: Groups moved to the burst queue (PodGroups, and bare pods' groups), and the queue each came from.
-        self.overflowed: dict[str, str] = {}
         #: Groups whose queue does not exist (not handed to the scheduler), and so why they wait.
         self._queueless: dict[str, str] = {}
         self.cycles = 0
@@ -170,6 +203,8 @@ class ClusterScheduler:
     def step(self, now: float) -> Decisions:
         """Read the cluster, schedule, write the decisions. Returns the cycle's decisions."""
         started = time.perf_counter()
+        if now > self.clock.now():
+            self.clock.run(until=now)  # the fleet's timers due by now: HPA syncs, notices running out, budget
         version = self.api.version()
         if version is not None and version == self._quiet_version and now < self._quiet_until:
             self.quiet_cycles += 1  # nothing changed since a cycle that did nothing: it would do nothing
@@ -177,20 +212,73 @@ class ClusterScheduler:
         ms = self._reader.read(self.api.list_objects())
         self.problems = [str(error) for error in ms.errors]
         core = self._reconcile(ms)
+        self.fleet.read({key: str(seen.group[0]) for key, seen in self._groups.items()})
+        self.fleet.observe(ms.nodes, ms.pods, self._queues)
         for problem in self.problems:
             _log.warning("skipped: %s", problem)
         decisions = core.cycle(now)
         self.cycles += 1
         failed = self._write(core, decisions)
-        until, moved = self._overflow(core, self.burst, now) if self.burst is not None else (math.inf, False)
-        did = decisions.binds or decisions.evictions or decisions.pipelined or moved
+        moving = len(self.fleet.moving)
+        until = self.fleet.after_cycle(now)
+        did = decisions.binds or decisions.evictions or decisions.pipelined or len(self.fleet.moving) > moving
         quiet = not did and not failed
-        until = min(until, decisions.wake_at)  # a waiting group's sla deadline: a cycle then may admit it
+        until = min(until, decisions.wake_at, self.clock.peek() or math.inf)  # an sla deadline, the fleet's timers
         self._quiet_version, self._quiet_until = (version, until) if quiet else (None, -math.inf)
         self.bound += len(decisions.binds)
         self.evicted += len(decisions.evictions)
         self.last_step_s = time.perf_counter() - started
         return decisions
+
+    def declared(self, key: str) -> bool:
+        """The group is a PodGroup object (not a bare pod's one-pod group)."""
+        return key in self._declared
+
+    def movable(self, key: str) -> bool:
+        """The group can be moved to another queue: a PodGroup, or a bare pod's group."""
+        return key in self._declared or key in self._bare
+
+    def home_queue(self, key: str) -> str:
+        """The queue a group moved to the burst queue came from ("" if it was not moved)."""
+        held = self._expanded.get(key)
+        if held is None:
+            return ""
+        group, pods = held.read
+        annotations = group.raw.get("metadata", {}).get("annotations") or {} if group is not None else {}
+        if group is None and pods:
+            annotations = pods[0].annotations
+        return str(annotations.get(HOME_QUEUE_ANNOTATION, ""))
+
+    @property
+    def overflowed(self) -> dict[str, str]:
+        """Groups moved to the burst queue, and the queue each came from: as the last read shows them, and as
+        moved since."""
+        out = {key: home for key in self._expanded if self.movable(key) and (home := self.home_queue(key))}
+        for key, (queue, home) in self.fleet.moving.items():
+            if queue == home:
+                out.pop(key, None)
+            else:
+                out[key] = home
+        return out
+
+    def wake(self) -> None:
+        """Run the next step's cycle even if nothing changed (the fleet changed something)."""
+        self._quiet_version = None
+
+    @property
+    def queues(self) -> Mapping[str, Queue]:
+        """The queues the last read found, by name."""
+        return self._queues
+
+    @property
+    def nodes(self) -> Mapping[str, Node]:
+        """The nodes the last read found (with other schedulers' pods' room taken), by name."""
+        return self._nodes
+
+    def others_on(self, node: str) -> tuple[Pod, ...]:
+        """Pods of other schedulers (and ours the scheduler does not have) holding room on the node."""
+        held = self._squeezed.get(node)
+        return held[1] if held is not None else ()
 
     def pending_seconds(self, now: float) -> dict[str, float]:
         """volcano_queue_pending_jobs_duration_seconds as the simulator and `tidegate serve` define it: per
@@ -236,7 +324,7 @@ class ClusterScheduler:
         core = self.core
         # start afresh when a queue was added or removed, or a pod asks for a resource the scheduler has no
         # column for (none of its nodes offered it when it started: such a pod waits, it does not fail a cycle)
-        afresh = core is None or queues.keys() != self._queues.keys() or not asked <= core.ssn.index.col.keys()
+        afresh = core is None or queues.keys() != self._queues.keys() or not asked <= core.resources
         if afresh:
             self._groups = {}
         # Groups with pods bound to a node that came or went are handed again: the scheduler accounts a bound
@@ -264,9 +352,6 @@ class ClusterScheduler:
         for key, declared_group in declared.items():
             if key not in members and key not in theirs and declared_group.phase in WAITING_PHASES:
                 members[key] = []
-        self.overflowed = {
-            key: home for key, home in self.overflowed.items() if key in self._declared or key in self._bare
-        }
         groups: dict[str, _Seen] = {}
         self._queueless, self._queueless_pods = {}, {}
         expanded: dict[str, _Expanded] = {}
@@ -289,7 +374,7 @@ class ClusterScheduler:
         strays = [pod for pod in ours if pod.node_name and pod.phase not in FINISHED and pod.key not in scheduled]
         nodes = self._with_others_taken(ms.nodes, [*others, *strays])
         if afresh or core is None:
-            known = set(core.ssn.index.col) if core is not None else set()
+            known = core.resources if core is not None else frozenset()
             core = self.core = OnlineScheduler(nodes, list(queues.values()), self.config, resources=asked | known)
             self._queues, self._nodes = queues, {n.name: n for n in nodes}
         else:
@@ -332,37 +417,6 @@ class ClusterScheduler:
         groups[group.key] = seen
         return self._groups.get(group.key) != seen
 
-    def _overflow(self, core: OnlineScheduler, burst: Burst, now: float) -> tuple[float, bool]:
-        """Waiting PodGroups that waited long enough, or whose queue is at capability, move to the burst
-        queue: the API server is told, and the next read hands them to the scheduler there. Returns when
-        the next one will have waited long enough (inf: none waits to), and whether any moved."""
-        soonest, moved = math.inf, False
-        for key, job in list(core.waiting.items()):
-            declared = key in self._declared
-            if key in self.overflowed or not (declared or key in self._bare):
-                continue  # moved already, or gone meanwhile
-            pods = [task.pod for task in job.tasks]
-            target = core.ssn.queues.get(burst.queue)
-            if target is None or core.ssn.namespace_refusal(target, job.group.namespace):
-                continue  # no burst queue (yet), or one that does not take this namespace's work
-            if not burst.moves(job.group.queue, pods, now - job.group.created, core.pending_reason(key)):
-                if burst.moves(job.group.queue, pods, math.inf, ""):
-                    soonest = min(soonest, job.group.created + burst.after_seconds)
-                continue
-            namespace, _, name = key.partition("/")
-            try:
-                if declared:
-                    self.api.overflow(namespace, name, burst.queue, [pod.name for pod in pods])
-                else:  # a bare pod: its annotation names its group's queue
-                    self.api.overflow_pod(namespace, pods[0].name, burst.queue)
-            except Exception as exc:  # tried again next cycle
-                _log.warning("moving group %s to %s failed: %s", key, burst.queue, exc)
-                continue
-            _log.info("group %s overflowed from %s to %s", key, job.group.queue, burst.queue)
-            self.overflowed[key] = job.group.queue
-            moved = True
-        return soonest, moved
-
     # -- writing ------------------------------------------------------------------------------------
     def _write(self, core: OnlineScheduler, decisions: Decisions) -> int:
         """Bindings, then evictions, then PodGroup status, each batch written concurrently. Returns how many
@@ -373,7 +427,7 @@ class ClusterScheduler:
             if failed:  # the pod went or was bound meanwhile: the next read says how things are
                 failures += 1
                 _log.warning("binding %s to %s failed: %s", bind.pod, bind.node, failed)
-                key = self._group_of(core, bind.pod)
+                key = core.group_of(bind.pod)
                 if self._groups.pop(key, None) is not None:  # its group is handed afresh at the next read
                     core.remove_group(key)
         for eviction, failed in zip(decisions.evictions, _each(self._evict, decisions.evictions), strict=True):
@@ -479,11 +533,6 @@ class ClusterScheduler:
         key, (phase, reason) = item
         namespace, _, name = key.partition("/")
         self.api.set_group_status(namespace, name, phase, reason)
-
-    @staticmethod
-    def _group_of(core: OnlineScheduler, pod: str) -> str:
-        task = core.ssn.tasks.get(pod)
-        return task.job.key if task is not None else ""
 
 
 def _each(write: Callable[[T], None], items: Sequence[T]) -> list[str]:

@@ -19,7 +19,7 @@ from tidegate.kube.scheduler import ClusterScheduler
 from tidegate.model.manifests import gpu_index
 from tidegate.model.objects import NODE_TYPE_LABEL, Pod, PodGroupPhase
 from tidegate.model.resources import Resources
-from tidegate.scheduler.figures import gpu_cards, quota_figures
+from tidegate.scheduler.figures import gpu_cards
 from tidegate.scheduler.info import TaskStatus
 
 #: Seconds after the last look at the dashboard during which the loop keeps the snapshot fresh.
@@ -74,8 +74,6 @@ def cluster_views(scheduler: ClusterScheduler, now: float) -> dict[str, Any]:
     """Queues, jobs and nodes as `tidegate serve` shows them, from the scheduler's last cycle."""
     core = scheduler.core
     assert core is not None
-    ssn = core.ssn
-    names = ssn.table.names
     jobs: list[dict[str, Any]] = []
     by_node: dict[str, list[Pod]] = {}
     counts: dict[str, dict[str, int]] = {}
@@ -92,7 +90,7 @@ def cluster_views(scheduler: ClusterScheduler, now: float) -> dict[str, Any]:
             waiting[queue][why] += 1
         pods = []
         for task in job.tasks:
-            on = names[task.node] if 0 <= task.node < len(names) else task.pod.node_name
+            on = core.node_name(task.node) or task.pod.node_name
             pipelined = task.status is TaskStatus.PIPELINED
             pods.append(
                 {
@@ -125,9 +123,9 @@ def cluster_views(scheduler: ClusterScheduler, now: float) -> dict[str, Any]:
                 "events": [],
             }
         )
-    figures = quota_figures(ssn)
+    figures = core.quota_figures()
     queues: list[dict[str, Any]] = []
-    for name, read in scheduler._queues.items():
+    for name, read in scheduler.queues.items():
         quota = figures.get(name)
         spec = dict(read.raw.get("spec", {}))
         phases = counts.get(name, {})
@@ -152,9 +150,9 @@ def cluster_views(scheduler: ClusterScheduler, now: float) -> dict[str, Any]:
     for row in queues:
         row["pending_jobs_duration_seconds"] = pending.get(str(row["name"]), 0.0)
     nodes: list[dict[str, Any]] = []
-    for name, node in scheduler._nodes.items():
+    for name, node in scheduler.nodes.items():
         ours: list[Pod] = by_node.get(name, [])
-        others = list(scheduler._squeezed.get(name, (node, (), node))[1])
+        others = list(scheduler.others_on(name))
         used = Resources()
         for pod in (*ours, *others):
             used = used + pod.requests

@@ -19,15 +19,18 @@ nothing). `from_manifests` with a store that holds state restores it: see `Contr
 Every method is safe to call from any thread (one lock around them).
 
 Served a simulation folder, it also hosts the fleet (pools sized by their HPAs, burst, spot notices,
-links, the budget): `tidegate/live/fleet_host.py`. What the API shows is in `tidegate/live/views.py`.
+links, the budget): the fleet's controllers (`tidegate.fleet.hybrid.HybridFleet`), as the simulator and
+`tidegate kube` host them; the control plane is their port (`FleetPort`: `tidegate/live/fleet_port.py`). What
+the API shows is in `tidegate/live/views.py`.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import uuid
-from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
@@ -36,16 +39,18 @@ import yaml
 
 from tidegate.autoscale.hpa import HPASpec
 from tidegate.clock import Callback, Clock, EventLoop, Timer
+from tidegate.fleet.bill import Bill
 from tidegate.fleet.budget import Budget
 from tidegate.fleet.burst import Burst
-from tidegate.fleet.pool import Pool
-from tidegate.fleet.scaling import HPA_SYNC_SECONDS, CloudFleet, QueueTree
+from tidegate.fleet.hpa_supply import QueueFigures
+from tidegate.fleet.hybrid import HybridFleet
+from tidegate.fleet.pool import Pool, pinned_to_idc
+from tidegate.fleet.port import EventKind, RunningJob, WaitingJob
+from tidegate.fleet.scaling import QueueTree
 from tidegate.fleet.spec import BudgetSpec
 from tidegate.lifecycle.policies import JobPolicy, Resolution, job_policy, verdict
-from tidegate.live.bill import Bill
-from tidegate.live.fleet_host import PRIORITY_FLEET, FleetHosting
 from tidegate.live.jobs import FINISHED, AlreadyExists, Conflict, Forbidden, JobPhase, LiveJob, Marked, NotFound
-from tidegate.live.queue_manifests import merge_patch, parsed_queue, queue_manifest
+from tidegate.live.queue_manifests import budgeted_manifest, merge_patch, parsed_queue, queue_manifest
 from tidegate.live.views import PlaneViews
 from tidegate.model.errors import ManifestError, ManifestErrors, Source
 from tidegate.model.expand import BARE_POD_GROUP_PREFIX, workload_from
@@ -62,6 +67,7 @@ from tidegate.model.objects import (
     Queue,
     SchedulerConfiguration,
 )
+from tidegate.model.resources import Resources
 from tidegate.model.validation import validate
 from tidegate.scheduler.admission import admission_errors
 from tidegate.scheduler.online import OnlineScheduler
@@ -76,6 +82,8 @@ _log = logging.getLogger(__name__)
 DEFAULT_PERIOD_SECONDS = 1.0
 #: Priority of the scheduling cycle among events due at the same time (after the API's changes).
 PRIORITY_CYCLE = 10
+#: Priority of the fleet's timers (HPA syncs, budget periods and checks) among events due at the same time.
+PRIORITY_FLEET = 11
 #: Kinds a submission may hold; the rest of the cluster comes from the served folder.
 SUBMITTED_KINDS = ("Job", "PodGroup", "Pod")
 #: Pods one submission may create (a vcjob at most MAX_JOB_PODS): a larger one is refused whole.
@@ -118,7 +126,7 @@ class _Locked:
         return run
 
 
-class ControlPlane(PlaneViews, FleetHosting):
+class ControlPlane(PlaneViews):
     """The live loop's state: nodes, queues, submitted jobs, and the scheduler that places them."""
 
     def __init__(
@@ -173,34 +181,21 @@ class ControlPlane(PlaneViews, FleetHosting):
         self._nominated: set[str] = set()
         self.burst = burst
         self._tree = QueueTree(queues)
-        self._autoscale_timer: Timer | None = None
-        #: Cloud clusters whose link to the IDC is down: since when, and why (`set_link`).
-        self.links_down: dict[str, tuple[float, str]] = {}
-        #: Cloud nodes under a spot interruption notice: when the provider takes each back (`spot_notice`).
-        self.notices: dict[str, float] = {}
-        self._notice_timers: dict[str, Timer] = {}
-        self._leaving_now: set[str] = set()  # nodes whose pods are being evicted as they leave
         #: What each pool bills, and the fleet's scaling and budget events.
         self.bill = Bill(pools, clock.now())
         self.fleet_events: list[tuple[float, str]] = []
         self._dirty_pools = Marked()
-        self.fleet = CloudFleet(pools, hpas, self.queues, self.core, self, _Locked(clock, self._lock, self._flush))
+        locked = _Locked(clock, self._lock, self._flush)
+        self.fleet = HybridFleet(self, locked, pools, hpas, self.queues, burst, budget)
         kept = kept_pools or {}
-        self.fleet.start(pool for pool in pools if pool.name not in kept)
+        self.fleet.sizing.start(pool for pool in pools if pool.name not in kept)
         for pool in pools:
             if pool.name in kept:
                 state = kept[pool.name]
-                self.fleet.restore(pool, state["nodes"], state["draining"], state["created"], state.get("arriving", ()))
+                arriving = state.get("arriving", ())
+                self.fleet.sizing.restore(pool, state["nodes"], state["draining"], state["created"], arriving)
                 self.bill.resume(pool.name, state, clock.now())
-        self.budget: Budget | None = None
-        #: When the budget's period 0 started: period k starts k periods later.
-        self.budget_origin = clock.now()
-        self._budget_timers: list[Timer] = []
         self._saved_controllers: dict[str, dict[str, Any]] = {}  # controllers' states as last stored
-        if budget is not None:
-            queue = self.queues[budget.queue]
-            self.budget = Budget(budget, queue, self.bill.spent, self._budget_apply, self._event, self._cap)
-            self.budget.start_period(self.budget_origin, 0)
 
     @classmethod
     def from_manifests(
@@ -236,10 +231,7 @@ class ControlPlane(PlaneViews, FleetHosting):
         with plane._lock:
             if saved is not None:
                 plane._restore(saved)
-                plane._resume_budget(saved.controllers.get("budget"))
-                plane._resume_links(saved.controllers.get("links", {}))
-                plane._resume_notices(saved.controllers.get("notices", {}))
-                plane.fleet.resume_statuses(saved.controllers.get("hpas", {}))
+                plane._resume_fleet(saved.controllers)
             elif ms.jobs or ms.podgroups or ms.pods:
                 workloads = ManifestSet(jobs=ms.jobs, podgroups=ms.podgroups, pods=ms.pods)
                 plane._accept(workloads, plane.clock.now(), _folder_batch(workloads))
@@ -360,14 +352,13 @@ class ControlPlane(PlaneViews, FleetHosting):
                 if hit is not None and hit.phase is JobPhase.RUNNING:
                     pod = next(p for p in hit.pods if p.key == eviction.pod)
                     self._apply_policy(hit, pod, JobEvent.POD_EVICTED, f"pod {pod.key} evicted: {eviction.reason}", now)
-            if self.burst is not None:
-                self._overflow(self.burst, now)
+            self.fleet.after_cycle(now)
             return decisions
 
     def autoscale(self) -> None:
         """One HPA sync: each cloud pool sized from the queues' pending seconds (as `/metrics` exports them)."""
         with self._changing():
-            self.fleet.sync(self.pending_seconds())
+            self.fleet.sizing.sync(self.pending_seconds())
 
     def start(self, clock: EventLoop, period: float = DEFAULT_PERIOD_SECONDS) -> None:
         """Schedule a cycle every `period` seconds on `clock` (whose `run` the caller drives)."""
@@ -386,26 +377,218 @@ class ControlPlane(PlaneViews, FleetHosting):
             self._timer = clock.call_later(period, tick, PRIORITY_CYCLE)
 
         self._timer = clock.call_later(0.0, tick, PRIORITY_CYCLE)
-        if self.fleet.autoscalers:
-
-            def sync() -> None:
-                try:
-                    self.autoscale()
-                except Exception:  # as a cycle: logged, and the next sync runs on time
-                    _log.exception("autoscaler sync failed")
-                self._autoscale_timer = clock.call_later(HPA_SYNC_SECONDS, sync, PRIORITY_FLEET)
-
-            self._autoscale_timer = clock.call_later(0.0, sync, PRIORITY_FLEET)
-        if self.budget is not None:
-            self._run_budget(clock, self.budget)
+        self.fleet.start(PRIORITY_FLEET)  # on the control plane's clock, under its lock
 
     def stop(self) -> None:
         """No further cycles (a WallClock's `run` then returns once its queue is empty)."""
-        for timer in (self._timer, self._autoscale_timer, *self._budget_timers):
-            if timer is not None:
-                timer.cancel()
-        self._timer = self._autoscale_timer = None
-        self._budget_timers = []
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer = None
+        self.fleet.stop()
+
+    # -- what the fleet's agents and probers report -----------------------------------------------------
+    def spot_notice(self, node: str, notice_seconds: float | None = None) -> float:
+        """A provider's spot interruption notice for a cloud node, as its agent reports it
+        (`POST /nodes/<name>/interruption`); returns when the instance goes. What follows is the fleet's
+        (`tidegate.fleet.spot`): the node is cordoned and leaves the HPA's count, each job running there is told
+        to checkpoint, and when the notice runs out (`notice_seconds`, by default the pool's or its provider's)
+        the node is removed and its pods are evicted (their jobs follow their lifecycle policies). A second
+        notice changes nothing. Raises NotFound for a node of no cloud pool."""
+        with self._changing():
+            served = self.nodes.get(node)
+            pool = self.fleet.pool_of(served) if served is not None else None
+            if pool is None or not pool.is_cloud:
+                raise NotFound(f"node {node} is not a node of a served cloud pool", "Node", node)
+            goes_at = self.fleet.spot.notice(pool, node, notice_seconds)
+            assert goes_at is not None  # a served node of the pool
+            return goes_at
+
+    def set_link(self, cluster: str, up: bool, reason: str = "") -> None:
+        """A prober's or an operator's word on a cloud cluster's link to the IDC (`PUT /links/<cluster>`);
+        what follows is the fleet's (`tidegate.fleet.links`): while it is down nothing new goes there, and once
+        every cloud's link is down burst jobs still waiting go back home. Pods running there run on (their
+        agents report them). Raises NotFound for a cluster not served."""
+        with self._changing():
+            try:
+                self.fleet.links.set_link(cluster, up, reason)
+            except KeyError:
+                raise NotFound(f"cloud cluster {cluster} is not served", "Cluster", cluster) from None
+
+    @property
+    def links_down(self) -> dict[str, tuple[float, str]]:
+        """Cloud clusters whose link to the IDC is down: since when, and why."""
+        return self.fleet.links.down
+
+    @property
+    def notices(self) -> dict[str, float]:
+        """Cloud nodes under a spot interruption notice: when the provider takes each back."""
+        return self.fleet.spot.noticed
+
+    @property
+    def budget(self) -> Budget | None:
+        return self.fleet.budget
+
+    # -- the fleet's port (tidegate/fleet/port.py) ------------------------------------------------------
+    def add_nodes(self, nodes: Sequence[Node]) -> None:
+        self.core.add_nodes(nodes)
+
+    def remove_nodes(self, names: Iterable[str]) -> None:
+        self.core.remove_nodes(names)
+
+    def set_schedulable(self, name: str, schedulable: bool) -> None:
+        self.core.set_schedulable(name, schedulable)
+        served = self.nodes.get(name)
+        pool = self.fleet.pool_of(served) if served is not None else None
+        if pool is not None:
+            self._dirty_pools.add(pool.name)  # its draining list may have changed: kept in the store
+
+    def node_ready(self, pool: Pool, node: Node) -> None:
+        self.nodes[node.name] = node
+        self._node_pods[node.name] = {}
+
+    def evict_node(self, pool: Pool, node: str) -> None:
+        now = self.clock.now()
+        for pod in list(self._node_pods.get(node, {}).values()):
+            job = self.jobs.get(self._pod_job.get(pod.key, ""))
+            if job is not None and job.phase is JobPhase.RUNNING:
+                self._apply_policy(job, pod, JobEvent.POD_EVICTED, f"pod {pod.key} evicted: node {node} removed", now)
+        self.nodes.pop(node, None)
+        self._node_pods.pop(node, None)
+
+    def busy(self, node: str) -> int:
+        return len({self._pod_job[key] for key in self._node_pods.get(node, {})})
+
+    def node_requests(self, node: str) -> Resources:
+        total = Resources()
+        for pod in self._node_pods.get(node, {}).values():
+            total = total + pod.requests
+        return total
+
+    def pods_on(self, node: str) -> int:
+        return len(self._node_pods.get(node, {}))
+
+    def queue_figures(self) -> dict[str, QueueFigures]:
+        return {row.queue: QueueFigures(row.pending, row.running, row.allocated, row.weight) for row in self.metrics()}
+
+    def billed(self, pool: Pool, change: int) -> None:
+        self.bill.change(pool.name, change, self.clock.now())
+        self._dirty_pools.add(pool.name)
+
+    def sized(self, pool: Pool) -> None:
+        self._dirty_pools.add(pool.name)  # kept in the store, so a restart has the same nodes
+
+    def interrupt(self, pool: Pool, node: str, notice_s: float) -> list[str]:
+        """Each job running on the node is told to checkpoint now (its pods' agents run their preStop)."""
+        now = self.clock.now()
+        stopping = sorted({self._pod_job[key] for key in self._node_pods.get(node, {})})
+        for key in stopping:
+            self.jobs[key].events.append((now, f"spot interruption notice for {node}: checkpoint now"))
+            self._dirty.add(key)
+        return stopping
+
+    def waiting(self) -> list[WaitingJob]:
+        out = []
+        for key in self.core.waiting:
+            job = self.jobs[key]
+            if job.waiting:
+                pinned = any(pinned_to_idc(pod) for pod in job.template)
+                running = any(pod.node_name for pod in job.pods)
+                queue = job.group.queue
+                out.append(
+                    WaitingJob(
+                        key, queue, job.home[0], job.queued_since, job.group.namespace, pinned, bool(job.pods), running
+                    )
+                )
+        return out
+
+    def reason(self, key: str) -> str:
+        return self.jobs[key].reason
+
+    def admits(self, queue: str, namespace: str) -> bool:
+        return self.core.has_queue(queue) and self.core.namespace_refusal(queue, namespace) is None
+
+    def move(self, key: str, queue: str) -> None:
+        job = self.jobs[key]
+        self.core.remove_group(key)
+        if queue == job.home[0]:
+            job.back_home()
+        else:
+            job.overflow_to(queue)
+        self.core.add_group(job.group, list(job.pods))
+        self._dirty.add(key)
+
+    def running_on(self, nodes: Collection[str]) -> list[RunningJob]:
+        keys = {self._pod_job[pod] for node in nodes for pod in self._node_pods.get(node, {})}
+        return [RunningJob(key) for key in self.jobs if key in keys]
+
+    def fail(self, key: str, why: str) -> None:
+        job = self.jobs[key]
+        pod = next((pod for pod in job.pods if pod.node_name), None)
+        if pod is not None and job.phase is JobPhase.RUNNING:
+            self._apply_policy(job, pod, JobEvent.POD_EVICTED, f"pod {pod.key} evicted: {why}", self.clock.now())
+
+    def link_changed(self, cluster: str, up: bool) -> None:
+        pass  # no transfer is modelled here
+
+    def spend(self, at: float) -> float:
+        return self.bill.spent(at)
+
+    def set_queue(self, queue: Queue) -> Queue:
+        """A budget threshold's patch (or a new period's restore) of its queue, as `PATCH /queues` makes it."""
+        current = self.queues[queue.name]
+        manifest = budgeted_manifest(current.raw or queue_manifest(current), queue)
+        self._dirty_queues.add(queue.name)
+        return self._set_queue(queue.name, manifest, f"budget of queue {queue.name}")
+
+    def record(self, text: str, kind: EventKind, job: str = "") -> None:
+        """A job's event goes to the job; the others are logged, and the recent ones listed by `GET /pools`
+        and `GET /budget`."""
+        now = self.clock.now()
+        if job:
+            self.jobs[job].events.append((now, text))
+            self._dirty.add(job)
+            return
+        _log.info("%s", text)
+        self.fleet_events.append((now, text))
+        del self.fleet_events[:-1000]
+
+    def want_cycle(self) -> None:
+        pass  # a cycle runs every period anyway
+
+    def active(self) -> bool:
+        return True
+
+    def failed(self, what: str, exc: Exception) -> None:
+        _log.error("%s failed", what, exc_info=exc)  # as a cycle: logged, and the next step runs on time
+
+    def _resume_fleet(self, controllers: Mapping[str, Any]) -> None:
+        """The fleet's controllers as the store kept them: the budget's period, the links down, the spot
+        notices, each HPA's status."""
+        self._resume_budget(controllers.get("budget"))
+        for cluster, (since, reason) in controllers.get("links", {}).items():
+            self.fleet.links.resume(cluster, float(since), str(reason))
+        for node, goes_at in controllers.get("notices", {}).items():
+            served = self.nodes.get(node)
+            pool = self.fleet.pool_of(served) if served is not None else None
+            if pool is not None:
+                self.fleet.spot.resume(pool, node, float(goes_at))
+        self.fleet.sizing.resume_statuses(controllers.get("hpas", {}))
+
+    def _resume_budget(self, state: Mapping[str, Any] | None) -> None:
+        """Go on with the kept period, or start the one a restart falls in (restoring the queue's own spec)."""
+        budget = self.budget
+        if budget is None or state is None:
+            return
+        budget.origin = float(state["origin"])
+        budget.original = parsed_queue(state["original"])
+        budget.current = self.queues[budget.spec.queue]
+        now = self.clock.now()
+        index = max(math.floor((now - budget.origin) / budget.period_s), int(state["period"]))
+        if index == int(state["period"]):
+            budget.resume(dict(state), budget.current)
+        else:  # the nodes billed now ran through the downtime: the period's spend counts from its start
+            budget.changes = int(state["changes"])
+            budget.start_period(budget.period_starts(index), index)
 
     def _controllers(self) -> dict[str, dict[str, Any]]:
         """What the store keeps of the controllers: the budget's period and its queue's own spec, the links
@@ -414,15 +597,21 @@ class ControlPlane(PlaneViews, FleetHosting):
             "links": {c: list(down) for c, down in self.links_down.items()},
             "notices": dict(self.notices),
         }
-        if self.fleet.autoscalers:
-            states["hpas"] = self.fleet.statuses()
+        if self.fleet.sizing.autoscalers:
+            states["hpas"] = self.fleet.sizing.statuses()
         budget = self.budget
         if budget is not None:
             original = budget.original.raw or queue_manifest(budget.original)
-            states["budget"] = budget.state() | {"origin": self.budget_origin, "original": original}
+            states["budget"] = budget.state() | {"original": original}
         return states
 
     # -- internals ----------------------------------------------------------------------------------
+    @contextmanager
+    def reading(self) -> Iterator[None]:
+        """Hold the lock while reading several things that must agree (a scrape of every metric)."""
+        with self._lock:
+            yield
+
     @contextmanager
     def _changing(self) -> Iterator[None]:
         """Hold the lock for a call that may change state, and write what it changed when it returns."""
@@ -515,7 +704,7 @@ class ControlPlane(PlaneViews, FleetHosting):
         errors.extend(e for e in validate(check, ratcheted) if e.source.file in submitted)
         workload = workload_from(check)
         errors.extend(workload.errors)
-        columns = self.core.ssn.index.col
+        columns = self.core.resources
         vcjobs = {job.key: job for job in ms.jobs}
         there: list[ManifestError] = []
         for group in workload.groups:
@@ -736,7 +925,10 @@ class ControlPlane(PlaneViews, FleetHosting):
             if pods is not None:
                 pods.pop(pod.key, None)
                 if not pods:
-                    self._drained(pod.node_name)
+                    served = self.nodes.get(pod.node_name)
+                    pool = self.fleet.pool_of(served) if served is not None else None
+                    if pool is not None:
+                        self.fleet.sizing.emptied(pool, pod.node_name)
 
     def _apply_policy(self, job: LiveJob, pod: Pod, event: JobEvent, what: str, now: float) -> None:
         """What Volcano's job controller does for the event on one of the job's pods."""
@@ -755,7 +947,10 @@ class ControlPlane(PlaneViews, FleetHosting):
     def _restart(self, job: LiveJob, why: str, now: float) -> None:
         self._release(job)
         self._reset(job, why, now)
-        self.core.add_group(job.group, list(job.template))
+        overflow = self.fleet.overflow
+        if overflow is not None and overflow.queue_for(job.key, job.group.queue, job.home[0]) != job.group.queue:
+            job.back_home()  # restarted into the burst queue while every link is down
+        self.core.add_group(job.group, list(job.pods))
 
     def _reset(self, job: LiveJob, why: str, now: float) -> None:
         """The job's pods are recreated pending from its template: it waits again from now."""

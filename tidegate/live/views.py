@@ -7,16 +7,16 @@ from typing import Any
 
 from tidegate.autoscale.hpa import status_document
 from tidegate.clock import Clock
-from tidegate.fleet.budget import Budget
+from tidegate.fleet.bill import Bill
+from tidegate.fleet.hybrid import HybridFleet
 from tidegate.fleet.pool import POOL_LABEL, pinned_to_idc
-from tidegate.fleet.scaling import CloudFleet, QueueTree
-from tidegate.live.bill import Bill
+from tidegate.fleet.scaling import QueueTree
 from tidegate.live.jobs import JobPhase, LiveJob, NotFound, QueueMetrics
 from tidegate.live.queue_manifests import queue_manifest
 from tidegate.model.manifests import gpu_index
 from tidegate.model.objects import NODE_TYPE_LABEL, Node, Pod, PodPhase, Queue
 from tidegate.model.resources import Resources
-from tidegate.scheduler.figures import QuotaFigures, gpu_cards, quota_figures
+from tidegate.scheduler.figures import QuotaFigures, gpu_cards
 from tidegate.scheduler.online import OnlineScheduler
 
 
@@ -27,12 +27,9 @@ class PlaneViews:
     jobs: dict[str, LiveJob]
     queues: dict[str, Queue]
     nodes: dict[str, Node]
-    fleet: CloudFleet
+    fleet: HybridFleet
     bill: Bill
-    budget: Budget | None
     fleet_events: list[tuple[float, str]]
-    links_down: dict[str, tuple[float, str]]
-    notices: dict[str, float]
     core: OnlineScheduler
     _lock: threading.RLock
     _tree: QueueTree
@@ -54,7 +51,7 @@ class PlaneViews:
     def quota_figures(self) -> dict[str, QuotaFigures]:
         """Each queue's deserved share, request, share and overuse as the last cycle left them."""
         with self._lock:
-            return quota_figures(self.core.ssn)
+            return self.core.quota_figures()
 
     def _queue_view(self, row: QueueMetrics, figures: dict[str, QuotaFigures]) -> dict[str, Any]:
         queue = self.queues[row.queue]
@@ -141,7 +138,7 @@ class PlaneViews:
                         "requested": used.to_dict(),
                         "pods": len(pods),
                         "schedulable": name in self.core.nodes and not self.core.nodes[name].unschedulable,
-                        "interrupted_at": self.notices.get(name),
+                        "interrupted_at": self.fleet.spot.noticed.get(name),
                         "type": node.labels.get(NODE_TYPE_LABEL, ""),  # idc, cloud-spot, cloud-ondemand
                         "pool": pool,
                         "draining": pool is not None and name in self.fleet.pools[pool].draining,
@@ -182,7 +179,7 @@ class PlaneViews:
         """Each node pool: its nodes, nodes on the way or draining, what it bills for, and its HPA with the
         status it last wrote (replicas, current metrics, conditions)."""
         with self._lock:
-            scalers = {scaler.pool.name: scaler for scaler in self.fleet.autoscalers}
+            scalers = {scaler.pool.name: scaler for scaler in self.fleet.sizing.autoscalers}
             now = self.clock.now()
             out = []
             for name, pool in self.fleet.pools.items():
@@ -206,7 +203,7 @@ class PlaneViews:
     def budget_view(self) -> dict[str, Any]:
         """The cloud budget: its queue, the period, what it has spent of it, and its changes."""
         with self._lock:
-            budget = self.budget
+            budget = self.fleet.budget
             if budget is None:
                 raise NotFound("no budget is served (a Scenario's spec.budget, with burst)", "Budget")
             now = self.clock.now()
@@ -230,7 +227,7 @@ class PlaneViews:
             clouds = sorted({pool.cluster_name for pool in self.fleet.pools.values() if pool.is_cloud})
             out = []
             for cluster in clouds:
-                since, reason = self.links_down.get(cluster, (None, ""))
+                since, reason = self.fleet.links.down.get(cluster, (None, ""))
                 out.append({"cluster": cluster, "up": since is None, "down_since": since, "reason": reason})
             return out
 

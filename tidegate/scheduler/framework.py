@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 from tidegate.model.objects import PluginOption
 from tidegate.scheduler.info import JobInfo, QueueInfo, TaskInfo
 from tidegate.scheduler.node_table import BoolArray, FloatArray, IntArray
+from tidegate.scheduler.refusal import Refusal
 
 if TYPE_CHECKING:
     from tidegate.scheduler.session import Session
@@ -55,11 +56,11 @@ class OrderValue(Protocol):
 
 
 OrderKey = Callable[[Any], float | OrderValue]
-#: A vote returns None to allow, or the reason it refuses (shown to users).
-JobVote = Callable[[JobInfo], str | None]
+#: A vote returns None to allow, or why it refuses: a message shown to users, with a code hosts read.
+JobVote = Callable[[JobInfo], Refusal | None]
 JobCheck = Callable[[JobInfo], bool]
-QueueVote = Callable[[QueueInfo], str | None]
-AllocatableVote = Callable[[QueueInfo, TaskInfo], str | None]
+QueueVote = Callable[[QueueInfo], Refusal | None]
+AllocatableVote = Callable[[QueueInfo, TaskInfo], Refusal | None]
 #: Static filters return (reason, mask of nodes that pass) pairs for one pod shape.
 StaticFilter = Callable[[TaskInfo], list[tuple[str, BoolArray]]]
 StaticScore = Callable[[TaskInfo], FloatArray]

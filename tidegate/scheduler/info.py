@@ -10,6 +10,7 @@ import numpy as np
 from tidegate.model.objects import Pod, PodGroup, PodGroupPhase, Queue
 from tidegate.model.resources import GPU_MEMORY, GPU_MILLI, NVIDIA_GPU
 from tidegate.scheduler.node_table import IntArray
+from tidegate.scheduler.refusal import Refusal
 
 
 class TaskStatus(Enum):
@@ -119,7 +120,7 @@ class JobInfo:
     #: `(version, node table generation, job key)` of the last `Session.job_key`.
     key_memo: tuple[int, int, tuple[object, ...]] | None = None
     #: `(version, reason)` of the last `Session.job_invalid_reason`.
-    valid_memo: tuple[int, str | None] | None = None
+    valid_memo: tuple[int, Refusal | None] | None = None
     #: `(version, phase, reserved)`: what enqueue last found the job's minResources still reserve.
     reserved_memo: tuple[int, PodGroupPhase, IntArray | None] | None = None
     #: Enqueue has judged the job since its queue's admission state last changed (`QueueInfo.admission_state`).

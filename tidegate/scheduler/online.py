@@ -4,6 +4,11 @@ finish, nodes come and go, queues are edited) and each cycle costs what changed,
 `schedule(snapshot, config)` opens a session per cycle, which is right for one-off decisions and
 costs O(nodes + pods). A simulator replaying a month, or a live control loop, keeps one
 `OnlineScheduler` instead: same session, actions and plugins, same decisions for the same state.
+
+It is the port the core offers its hosts (the simulator, `tidegate serve`, `tidegate kube`): they change
+the cluster with its `add_*`/`remove_*`/`set_*` methods and read it through its queries (`jobs`, `waiting`,
+`pending_reason`, `namespace_refusal`, `quota_figures`, ...); the session behind it is the scheduler's own
+(tests/test_layering.py keeps hosts from reaching into it).
 """
 
 from __future__ import annotations
@@ -12,9 +17,11 @@ import dataclasses
 from collections.abc import Collection, Iterable, Mapping, Sequence
 
 from tidegate.model.objects import Node, Pod, PodGroup, Queue, SchedulerConfiguration
+from tidegate.scheduler.figures import QuotaFigures, quota_figures
 from tidegate.scheduler.framework import PluginRegistry
 from tidegate.scheduler.info import JobInfo, TaskStatus
 from tidegate.scheduler.plugins import default_registry
+from tidegate.scheduler.refusal import Refusal
 from tidegate.scheduler.scheduler import ACTIONS, decide_jobs
 from tidegate.scheduler.session import Session
 from tidegate.scheduler.snapshot import Decisions, Snapshot
@@ -173,8 +180,38 @@ class OnlineScheduler:
         return all(ssn.hopeless(job) for job in self.waiting.values())
 
     def pending_reason(self, key: str) -> str:
-        """Why the group is still waiting after the last cycle ("" if it is not waiting)."""
+        """Why the group is still waiting after the last cycle ("" if it is not waiting): a `Refusal`, with
+        its code, when a plugin's vote stops it."""
         job = self.waiting.get(key)
         if job is None:
             return ""
         return job.reason or "waiting for a scheduling turn"
+
+    # -- what hosts read ----------------------------------------------------------------------------
+    @property
+    def resources(self) -> frozenset[str]:
+        """The resources the scheduler has a column for (what a pod may ask for)."""
+        return frozenset(self.ssn.index.col)
+
+    def has_queue(self, name: str) -> bool:
+        return name in self.ssn.queues
+
+    def namespace_refusal(self, queue: str, namespace: str) -> Refusal | None:
+        """Why the queue (or an ancestor) does not take work from the namespace; None if it does, or if there
+        is no such queue."""
+        info = self.ssn.queues.get(queue)
+        return None if info is None else self.ssn.namespace_refusal(info, namespace)
+
+    def quota_figures(self) -> dict[str, QuotaFigures]:
+        """Each queue's deserved share, request, share and overuse as the last cycle left them."""
+        return quota_figures(self.ssn)
+
+    def group_of(self, pod: str) -> str:
+        """The key of the group the pod belongs to ("" for a pod the scheduler does not have)."""
+        task = self.ssn.tasks.get(pod)
+        return task.job.key if task is not None else ""
+
+    def node_name(self, row: int) -> str:
+        """The name of the node of a task's row ("" for none)."""
+        names = self.ssn.table.names
+        return names[row] if 0 <= row < len(names) else ""

@@ -39,6 +39,7 @@ from tidegate.scheduler.framework import (
 from tidegate.scheduler.info import GpuRequest, JobInfo, QueueInfo, TaskInfo, TaskStatus
 from tidegate.scheduler.labels import LabelIndex, TaintIndex
 from tidegate.scheduler.node_table import BoolArray, FloatArray, IntArray, NodeTable, ResourceIndex
+from tidegate.scheduler.refusal import Refusal, RefusalCode
 from tidegate.scheduler.snapshot import Snapshot
 from tidegate.scheduler.statement import Statement
 
@@ -541,7 +542,7 @@ class Session:
         return _sorted(jobs, self.job_key)
 
     # -- votes -------------------------------------------------------------------------------------
-    def job_invalid_reason(self, job: JobInfo) -> str | None:
+    def job_invalid_reason(self, job: JobInfo) -> Refusal | None:
         """Why the job may not be scheduled: its queue does not take work from its namespace (asked afresh, as
         a queue may be edited), or a validity vote (which reads only the job, see `ExtensionPoints.job_valid`:
         held until its pods change)."""
@@ -561,16 +562,16 @@ class Session:
         return found
 
     @staticmethod
-    def namespace_refusal(queue: QueueInfo, namespace: str) -> str:
-        """Why the queue, or one of its ancestors, does not take work from the namespace ("" if they all do)."""
+    def namespace_refusal(queue: QueueInfo, namespace: str) -> Refusal | None:
+        """Why the queue, or one of its ancestors, does not take work from the namespace (None if they all do)."""
         if queue.queue.namespaces or queue.ancestors:
             for level in (queue, *queue.ancestors):
                 refusal = level.queue.refuses(namespace)
                 if refusal:
-                    return refusal
-        return ""
+                    return Refusal(refusal, RefusalCode.NAMESPACE)
+        return None
 
-    def job_not_enqueueable_reason(self, job: JobInfo) -> str | None:
+    def job_not_enqueueable_reason(self, job: JobInfo) -> Refusal | None:
         tiers = self._enqueue_tiers
         if tiers is None:  # no permits: every vote must agree
             for vote in self.ext.job_enqueueable:
@@ -615,14 +616,14 @@ class Session:
         checks = self.ext.job_starving
         return bool(checks) and all(check(job) for check in checks)
 
-    def queue_overused_reason(self, queue: QueueInfo) -> str | None:
+    def queue_overused_reason(self, queue: QueueInfo) -> Refusal | None:
         for vote in self.ext.queue_overused:
             reason = vote(queue)
             if reason:
                 return reason
         return None
 
-    def queue_not_allocatable_reason(self, queue: QueueInfo, task: TaskInfo) -> str | None:
+    def queue_not_allocatable_reason(self, queue: QueueInfo, task: TaskInfo) -> Refusal | None:
         for vote in self.ext.queue_allocatable:
             reason = vote(queue, task)
             if reason:

@@ -14,8 +14,7 @@ from collections import deque
 from typing import Any
 
 from tidegate.clock import EventLoop, Timer
-from tidegate.live.control_plane import ControlPlane
-from tidegate.live.fleet_host import PRIORITY_FLEET
+from tidegate.live.control_plane import PRIORITY_FLEET, ControlPlane
 
 DEFAULT_INTERVAL_SECONDS = 5.0
 DEFAULT_KEEP = 4320
@@ -76,7 +75,7 @@ class PoolHistory:
 
     def view(self, since: float | None = None) -> dict[str, Any]:
         """The samples (after `since`, when given), with what each pool's HPA reads."""
-        scalers = {scaler.pool.name: scaler for scaler in self.plane.fleet.autoscalers}
+        scalers = {scaler.pool.name: scaler for scaler in self.plane.fleet.sizing.autoscalers}
         out: dict[str, Any] = {"interval_seconds": self.interval, "pools": [], "budget": []}
         for name, samples in self.pools.items():
             scaler = scalers.get(name)

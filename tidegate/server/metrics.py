@@ -78,7 +78,7 @@ class PlaneCollector(Collector):
         self.plane = plane
 
     def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
-        with self.plane._lock:  # one consistent reading
+        with self.plane.reading():  # one consistent reading
             yield from self._collect()
 
     def _collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:

@@ -42,6 +42,12 @@ class Core(Protocol):
         """Why the group is still pending after the last cycle ("" if it is not)."""
         ...
 
+    def has_queue(self, name: str) -> bool: ...
+
+    def namespace_refusal(self, queue: str, namespace: str) -> str | None:
+        """Why the queue (or an ancestor) does not take work from the namespace; None if it does."""
+        ...
+
 
 class SnapshotCore:
     """Builds a fresh Snapshot each cycle; bound pods become Running on their node."""
@@ -119,3 +125,17 @@ class SnapshotCore:
 
     def pending_reason(self, key: str) -> str:
         return self.reasons.get(key, "")
+
+    def has_queue(self, name: str) -> bool:
+        return name in self.queues
+
+    def namespace_refusal(self, queue: str, namespace: str) -> str | None:
+        seen: set[str] = set()
+        at = self.queues.get(queue)
+        while at is not None and at.name not in seen:  # the queue and its ancestors, as the session walks them
+            seen.add(at.name)
+            refusal = at.refuses(namespace)
+            if refusal:
+                return refusal
+            at = self.queues.get(at.parent) if at.parent else None
+        return None

@@ -1,7 +1,11 @@
-"""The discrete-event simulation of one scenario: arrivals, scheduling cycles, job completions,
-cloud burst (overflow to the burst queue) and the HPA-driven cloud pools, with cost and waits.
-Data gravity (`gravity.DataGravity`: prefetch, cache, checkpoint traffic over `link.Link`) and link
-outages (`outage.LinkOutages`) plug in through small hooks and cost nothing when not configured.
+"""The discrete-event simulation of one scenario: arrivals, scheduling cycles, job completions, with cost
+and waits, hosting the fleet's controllers (`tidegate.fleet.hybrid.HybridFleet`: the HPA-driven cloud pools,
+overflow to the burst queue, spot notices, the links, the budget) as `tidegate serve` and `tidegate kube` do:
+`Simulation` implements their port (`tidegate.fleet.port.FleetPort`) and none of their rules.
+What is the simulator's own is the world around them: the spot market drawing notices (`spot.py`), what a
+pod's preStop checkpoint saves, the scripted link outages (`outage.py`), and data gravity
+(`gravity.DataGravity`: prefetch, cache, checkpoint traffic over `link.Link`), which costs nothing when not
+configured.
 
 Controllers run against a `Clock`: simulated time by default; on a `WallClock` (`clock=`) the same
 controllers run as wall time comes, optionally sped up, and make the same decisions.
@@ -14,7 +18,7 @@ import gc
 import hashlib
 import math
 import zlib
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import partial
@@ -24,15 +28,16 @@ import numpy as np
 
 from tidegate.autoscale.hpa import HPASpec, status_document
 from tidegate.clock import EventLoop, SimClock, Timer
-from tidegate.fleet.budget import Budget
+from tidegate.fleet.burst import Burst
 from tidegate.fleet.hpa_supply import QueueFigures
+from tidegate.fleet.hybrid import HybridFleet
 from tidegate.fleet.pool import Pool
-from tidegate.fleet.scaling import HPA_SYNC_SECONDS, CloudFleet, QueueTree
+from tidegate.fleet.port import EventKind, RunningJob, WaitingJob
+from tidegate.fleet.scaling import QueueTree
 from tidegate.lifecycle.policies import JobPolicy, Resolution, verdict
-from tidegate.model.objects import JobEvent, Node, Queue
+from tidegate.model.objects import DEFAULT_NAMESPACE, JobEvent, Node, Queue
 from tidegate.model.quantity import parse_quantity
 from tidegate.model.resources import Resources
-from tidegate.scheduler.plugins.quota import AT_CAPABILITY
 from tidegate.scheduler.snapshot import Decisions
 from tidegate.sim.core import Core
 from tidegate.sim.datasets import LruCache
@@ -188,10 +193,10 @@ class Simulation:
         #: Spot pools' interruption models (only pools that interrupt), one seeded generator each.
         self.spot = dict(interruptions or {})
         self.spot_rng = {name: np.random.default_rng([sim.seed, zlib.crc32(name.encode())]) for name in self.spot}
-        self.noticed: set[str] = set()  # nodes under a spot notice
         self.terminating: set[str] = set()  # group keys whose pods run their preStop hook
         self.warnings = [w for name, i in sorted(self.spot.items()) if (w := self._grace_warning(name, i))]
-        self.budget: Budget | None = None
+        #: The link outages' events (cuts, restores, every job they touched), also among `events`.
+        self.outage_events: list[tuple[float, str]] = []
         self._cycle_at: float | None = None
         self._last_cycle = -math.inf
         #: When an idle cycle a departure asked for would run (it is left out of the clock: see _want_cycle).
@@ -201,22 +206,29 @@ class Simulation:
         self._placements = hashlib.blake2b(digest_size=8)  # every start and eviction: see Outcome
         self.links: dict[str, Link] = {}
         self.data = self._data_gravity(pools, data) if data is not None and scenario.data_gravity.enabled else None
-        self.outages = LinkOutages(self, scenario.link_outages) if scenario.link_outages else None
         burst = scenario.burst.enabled
-        self.fleet = CloudFleet(pools, hpas if burst else (), self.queues, core, self, self.clock)
-        if scenario.budget is not None and burst:
-            cloud = [p for p in pools if p.is_cloud]
-            queue = self.queues[scenario.budget.queue]
-            spend = partial(cloud_spend, cloud, self.meter)
-            self.budget = Budget(scenario.budget, queue, spend, self._set_queue, self._record, self._cap_autoscalers)
-        self.fleet.start(p for p in pools if burst or not p.is_cloud)
+        self._cloud = [p for p in pools if p.is_cloud]
+        self.fleet = HybridFleet(
+            self,
+            self.clock,
+            pools,
+            hpas if burst else (),
+            self.queues,
+            Burst(scenario.burst.queue, scenario.burst.after_seconds) if burst else None,
+            scenario.budget if burst else None,
+            release_priority=PRIORITY_RELEASE,
+            origin=0.0,
+        )
+        self.outages = LinkOutages(self.clock, self.fleet.links, self.meter, scenario.link_outages)
+        self.fleet.sizing.start(p for p in pools if burst or not p.is_cloud)
         # Without burst, spot interruptions or link outages, only arrivals give the scheduler work between
         # cycles (and each asks for a cycle): a departure's cycle that would find nothing to do is left out.
-        self._leave_out_idle = not burst and not self.spot and self.outages is None
+        self._leave_out_idle = not burst and not self.spot and not scenario.link_outages
         self._last_arrival = max((job.submitted for job in jobs), default=-math.inf)
         #: What could still free a waiting job after a long quiet spell: a budget period turning (it restores
         #: the queue), a job's wait reaching the burst threshold, a scripted link cut ending.
-        waits = [self.budget.period_s if self.budget else 0.0, scenario.burst.after_seconds if burst else 0.0]
+        budget = self.fleet.budget
+        waits = [budget.period_s if budget else 0.0, scenario.burst.after_seconds if burst else 0.0]
         self._stall_seconds = max(STALL_SECONDS, *(2 * wait for wait in waits))
         self._scripted_until = max((o.start + o.duration_seconds for o in scenario.link_outages), default=-math.inf)
 
@@ -225,16 +237,11 @@ class Simulation:
         clock = self.clock
         jobs = self.jobs
         clock.call_each([job.submitted for job in jobs], lambda i: self._arrive(jobs[i]), PRIORITY_ARRIVAL)
-        if self.fleet.autoscalers:
-            clock.call_at(0.0, self._autoscale, PRIORITY_AUTOSCALE)
-        if self.budget is not None:
-            clock.call_at(0.0, self._budget_period, PRIORITY_AUTOSCALE)
-            clock.call_at(0.0, self._budget_check, PRIORITY_AUTOSCALE)
+        self.fleet.start(PRIORITY_AUTOSCALE, at=0.0)
         for name, interruptions in sorted(self.spot.items()):
             for when in interruptions.at_seconds:
                 clock.call_at(when, partial(self._notice_oldest, self.pools[name]), PRIORITY_RELEASE)
-        if self.outages is not None:
-            self.outages.schedule()
+        self.outages.schedule()
         horizon = self.sim.until_seconds or math.inf
         step = 6 * 3600.0
         seen, since = self._state(), clock.now()
@@ -313,11 +320,10 @@ class Simulation:
             self.clock.call_at(deadline, self._want_cycle, PRIORITY_CYCLE)
 
     def _submit(self, job: SimJob) -> None:
-        burst = self.scenario.burst.queue
-        if job.queue == burst and job.home_queue != burst and self.outages is not None and self.outages.blocks_burst:
-            job.queue = job.home_queue  # a job restarted while the cloud is cut goes back home
-            self.outages.log(f"{job.name}: back to {job.home_queue} (link cut)")
-        to_cloud = job.queue == burst
+        overflow = self.fleet.overflow
+        if overflow is not None:  # a job restarted into the burst queue while every link is cut goes home
+            job.queue = overflow.queue_for(job.name, job.queue, job.home_queue)
+        to_cloud = job.queue == self.scenario.burst.queue
         data_nodes = self.data.data_nodes(job.dataset) if self.data is not None and to_cloud and job.dataset else ()
         weight = self.scenario.data_gravity.locality_weight
         group, pods = to_group(job, to_cloud, job.restarts, data_nodes, weight)
@@ -385,8 +391,7 @@ class Simulation:
         self._last_cycle = now
         decisions = self.core.cycle(now)
         self._apply(decisions, now)
-        if self.scenario.burst.enabled:
-            self._overflow(now)
+        self.fleet.after_cycle(now)
         wake = decisions.wake_at  # a waiting job's sla deadline: a cycle then may admit it, with no event to ask
         if wake < math.inf and self.pending and (self._wake_at is None or wake < self._wake_at):
             self._wake_at = wake
@@ -477,15 +482,8 @@ class Simulation:
             groups = self.node_pods.get(node)
             if groups is not None:
                 groups.discard(run.group_key)
-            pool = self.node_pool[node]
-            if (
-                node in pool.draining
-                and not self.node_pods.get(node)
-                and node in pool.nodes
-                and node not in self.noticed
-            ):
-                self.fleet.remove_node(pool, node)
-                self.sized(pool)
+            if not groups:
+                self.fleet.sizing.emptied(self.node_pool[node], node)
         self.core.remove_group(run.group_key)
         for key in self.group_pods.pop(run.group_key, ()):
             self.pod_group.pop(key, None)
@@ -561,7 +559,7 @@ class Simulation:
         else:
             job.finished = now
 
-    # -- spot interruptions ---------------------------------------------------------------------------
+    # -- the spot market (the notices it sends; what a notice does is the fleet's) --------------------
     def _grace_warning(self, pool: str, interruptions: Interruptions) -> str:
         policy = self.policy
         return grace_warning(policy.grace_s, policy.template or "(no jobTemplate)", pool, interruptions)
@@ -574,35 +572,29 @@ class Simulation:
 
     def _notice_oldest(self, pool: Pool) -> None:
         """An explicit notice instant: the pool's oldest node not already under notice is interrupted."""
-        node = next((n for n in pool.nodes if n not in self.noticed), None)
+        node = next((n for n in pool.nodes if not self.fleet.spot.leaving(n)), None)
         if node is None:
             self.events.append((self.clock.now(), f"{pool.name}: spot interruption with no node to interrupt"))
             return
         self._notice(pool, node)
 
     def _notice(self, pool: Pool, node: str) -> None:
-        """A spot interruption notice: the node is cordoned and leaves the autoscaler's count, each pod's
-        preStop hook checkpoints, and the instance dies when the notice runs out."""
-        if node not in pool.nodes or node in self.noticed:
-            return
+        self.fleet.spot.notice(pool, node, self.spot[pool.name].notice_s)
+
+    def interrupt(self, pool: Pool, node: str, notice_s: float) -> list[str]:
+        """Each pod's preStop hook checkpoints: the gang holds its GPUs until the checkpoint is written, the grace
+        period runs out or the instance dies (`prestop`), and is then evicted."""
         now = self.clock.now()
-        interruptions = self.spot[pool.name]
-        self.noticed.add(node)
-        self.core.set_schedulable(node, False)
-        if node not in pool.draining:
-            pool.draining.append(node)
         self.meter["spot_interruptions"].add(1, now)
         groups = sorted(g for g in self.node_pods.get(node, ()) if g in self.running and g not in self.terminating)
-        names = ", ".join(self.running[g].job.name for g in groups) or "no jobs"
-        self.events.append((now, f"{node}: spot interruption notice ({interruptions.notice_s:g} s); stopping {names}"))
-        stop = prestop(self.policy.checkpoint_s, self.policy.grace_s, interruptions.notice_s)
+        stop = prestop(self.policy.checkpoint_s, self.policy.grace_s, notice_s)
         for group_key in groups:
             run = self.running[group_key]
             self.terminating.add(group_key)
             self.meter["spot_interrupted_jobs"].add(1, now)
             callback = partial(self._preempted_by_provider, run, pool, node, now, stop.saved)
             self.clock.call_at(now + stop.hold_s, callback, PRIORITY_RELEASE)
-        self.clock.call_at(now + interruptions.notice_s, partial(self._instance_gone, pool, node), PRIORITY_RELEASE)
+        return [self.running[g].job.name for g in groups]
 
     def _preempted_by_provider(self, run: Running, pool: Pool, node: str, notice_at: float, saved: bool) -> None:
         """The pod's preStop hook is over (checkpoint written, grace period out, or instance dead):
@@ -622,62 +614,11 @@ class Simulation:
         price_per_gpu_hour = pool.spec.pricing.per_hour / max(pool.gpus_per_node, 1)
         self.meter["spot_lost_cost"].add(lost / 3600 * price_per_gpu_hour, now)
 
-    def _instance_gone(self, pool: Pool, node: str) -> None:
-        """The notice ran out: the provider takes the instance back (billing stops)."""
-        self.noticed.discard(node)
-        if node in pool.nodes:
-            self.fleet.remove_node(pool, node)
-            self.sized(pool)
-
-    # -- budget ---------------------------------------------------------------------------------------
-    def _budget_period(self) -> None:
-        budget = self.budget
-        assert budget is not None
-        if self.finished >= len(self.jobs):
-            return
-        budget.start_period(self.clock.now())
-        if self.finished < len(self.jobs):
-            self.clock.call_later(budget.period_s, self._budget_period, PRIORITY_AUTOSCALE)
-
-    def _budget_check(self) -> None:
-        """The period's spend against the thresholds, every HPA sync period while jobs remain."""
-        budget = self.budget
-        assert budget is not None
-        budget.check(self.clock.now())
-        if self.finished < len(self.jobs):
-            self.clock.call_later(HPA_SYNC_SECONDS, self._budget_check, PRIORITY_AUTOSCALE)
-
     def _set_queue(self, queue: Queue) -> None:
         """A live queue edit (as `PATCH /queues/<name>`): the scheduler sees it at the next cycle."""
         self.queues[queue.name] = queue
         self.core.set_queue(queue)
         self._want_cycle()
-
-    def _cap_autoscalers(self, max_replicas: int | None) -> str:
-        """An edited HPA (`spec.maxReplicas`; None restores each HPA's own): it applies from its next sync."""
-        return self.fleet.cap(max_replicas, self.queues)
-
-    def _record(self, when: float, text: str) -> None:
-        self.events.append((when, text))
-
-    # -- cloud burst ----------------------------------------------------------------------------------
-    def _overflow(self, now: float) -> None:
-        """Pending jobs that waited too long, or whose queue is at capability, move to the burst queue."""
-        burst = self.scenario.burst
-        if self.outages is not None and self.outages.blocks_burst:
-            return
-        moved = False
-        for group_key, job in list(self.pending.items()):
-            if job.pinned or job.queue == burst.queue:
-                continue
-            waited_enough = now - job.pending_since >= burst.after_seconds
-            if not waited_enough and AT_CAPABILITY not in self.core.pending_reason(group_key):
-                continue
-            self._move(group_key, job, burst.queue)
-            self.events.append((now, f"{job.name}: overflowed from {job.home_queue} to {burst.queue}"))
-            moved = True
-        if moved:
-            self._want_cycle()
 
     def _move(self, group_key: str, job: SimJob, queue: str) -> None:
         """Resubmit a pending job to another queue (its PodGroup is recreated there)."""
@@ -688,7 +629,6 @@ class Simulation:
         job.queue = queue
         self._submit(job)
 
-    # -- cloud pools ----------------------------------------------------------------------------------
     def pending_seconds(self) -> dict[str, float]:
         """volcano_queue_pending_jobs_duration_seconds: summed seconds that burstable jobs have been
         pending, per queue; a parent queue sums its children."""
@@ -702,19 +642,21 @@ class Simulation:
                 own[queue] = waited
         return self._tree.totals(own)
 
-    def _autoscale(self) -> None:
-        self.fleet.sync(self.pending_seconds())
-        if self.pending or self.running or self.finished < len(self.jobs) or self.fleet.scaled:
-            self.clock.call_later(HPA_SYNC_SECONDS, self._autoscale, PRIORITY_AUTOSCALE)
+    # -- the fleet's port (tidegate/fleet/port.py) ----------------------------------------------------
+    def add_nodes(self, nodes: Sequence[Node]) -> None:
+        self.core.add_nodes(nodes)
 
-    # -- the fleet's host (see tidegate/fleet/scaling.py) ---------------------------------------------
+    def remove_nodes(self, names: Iterable[str]) -> None:
+        self.core.remove_nodes(names)
+
+    def set_schedulable(self, name: str, schedulable: bool) -> None:
+        self.core.set_schedulable(name, schedulable)
+
     def node_ready(self, pool: Pool, node: Node) -> None:
         self.node_pool[node.name] = pool
         self._node_gpus[node.name] = self.meter[f"pool_gpus/{pool.name}"]
         if pool.name in self.spot:
             self._schedule_notice(pool, node.name)
-        if self.outages is not None and self.outages.is_cut(pool):
-            self.core.set_schedulable(node.name, False)
 
     def evict_node(self, pool: Pool, node: str) -> None:
         for group_key in sorted(self.node_pods.pop(node, set())):
@@ -755,23 +697,75 @@ class Simulation:
             for name, queue in self.queues.items()
         }
 
-    def leaving(self, node: str) -> bool:
-        return node in self.noticed
-
-    def may_grow(self, pool: Pool) -> bool:
-        return self.outages is None or not self.outages.is_cut(pool)  # no new cloud capacity while cut off
-
     def billed(self, pool: Pool, change: int) -> None:
         self.meter[f"billed_nodes/{pool.name}"].add(change, self.clock.now())
 
     def sized(self, pool: Pool) -> None:
         self.meter[f"nodes/{pool.name}"].set(len(pool.nodes), self.clock.now())
 
-    def record(self, text: str) -> None:
-        self.events.append((self.clock.now(), text))
+    def waiting(self) -> list[WaitingJob]:
+        return [
+            WaitingJob(key, job.queue, job.home_queue, job.pending_since, DEFAULT_NAMESPACE, job.pinned)
+            for key, job in self.pending.items()
+        ]
+
+    def reason(self, key: str) -> str:
+        return self.core.pending_reason(key)
+
+    def admits(self, queue: str, namespace: str) -> bool:
+        return self.core.has_queue(queue) and self.core.namespace_refusal(queue, namespace) is None
+
+    def move(self, key: str, queue: str) -> None:
+        self._move(key, self.pending[key], queue)
+
+    def running_on(self, nodes: Collection[str]) -> list[RunningJob]:
+        return [
+            RunningJob(key, run.work_started is None)
+            for key, run in self.running.items()
+            if any(node in nodes for node in run.nodes)
+        ]
+
+    def fail(self, key: str, why: str) -> None:
+        self._evicted(self.running[key], why)
+
+    def link_changed(self, cluster: str, up: bool) -> None:
+        self.meter["link_cut_clouds"].add(-1 if up else 1, self.clock.now())
+        link = self.links.get(cluster)
+        if link is not None:
+            link.set_up(up)
+
+    def spend(self, at: float) -> float:
+        return cloud_spend(self._cloud, self.meter, at)
+
+    def set_queue(self, queue: Queue) -> Queue:
+        self._set_queue(queue)
+        return queue
+
+    def record(self, text: str, kind: EventKind, job: str = "") -> None:
+        """An event of the fleet's; a link outage's (and a job it touched) also among the outage events."""
+        event = (self.clock.now(), f"{self._job_name(job)}: {text}" if job else text)
+        self.events.append(event)
+        if kind is EventKind.LINK or kind is EventKind.LINK_AFFECTED:
+            self.outage_events.append(event)
+            if kind is EventKind.LINK_AFFECTED:
+                self.meter["outage_affected_jobs"].add(1, event[0])
+
+    def _job_name(self, key: str) -> str:
+        """A job's name by its group key (a name is its own key before the job is submitted)."""
+        job = self.pending.get(key)
+        if job is None:
+            run = self.running.get(key)
+            job = run.job if run is not None else None
+        return job.name if job is not None else key
 
     def want_cycle(self) -> None:
         self._want_cycle()
+
+    def active(self) -> bool:
+        return self.finished < len(self.jobs)
+
+    def failed(self, what: str, exc: Exception) -> None:
+        raise exc
 
     # -- data gravity ---------------------------------------------------------------------------------
     def _data_gravity(self, pools: list[Pool], data: DataInputs) -> DataGravity | None:
@@ -816,8 +810,7 @@ class Simulation:
         self.meter[f"link_transfers/{cluster}"].set(transfers, now)
 
     def outcome(self) -> Outcome:
-        changes = self.budget.changes if self.budget else 0
-        outage_events = self.outages.events if self.outages is not None else []
+        changes = self.fleet.budget.changes if self.fleet.budget else 0
         return Outcome(
             self.name,
             self.end,
@@ -828,11 +821,11 @@ class Simulation:
             self.events,
             self.warnings,
             changes,
-            outage_events,
+            self.outage_events,
             self._placements.hexdigest(),
             [
                 {"name": scaler.spec.name, "pool": scaler.pool.name, **status_document(scaler.controller.status)}
-                for scaler in self.fleet.autoscalers
+                for scaler in self.fleet.sizing.autoscalers
             ],
         )
 

@@ -13,6 +13,7 @@ from typing import ClassVar
 
 from tidegate.model.objects import PodGroupPhase
 from tidegate.scheduler.info import JobInfo, QueueInfo, TaskInfo, TaskStatus
+from tidegate.scheduler.refusal import Refusal
 from tidegate.scheduler.session import Session
 
 
@@ -93,11 +94,11 @@ class Allocate:
                     job.reason = job.reason or reason
                 continue
             _, _, job = line.pop()
-            if self._allocate_job(ssn, queue, job):
+            if self.allocate_turn(ssn, queue, job):
                 line.push((ssn.job_key(job), next(seq), job))
             heapq.heappush(queue_heap, (ssn.queue_key(queue) if queue_heap else (), next(seq), queue))
 
-    def _allocate_job(self, ssn: Session, queue: QueueInfo, job: JobInfo) -> bool:
+    def allocate_turn(self, ssn: Session, queue: QueueInfo, job: JobInfo) -> bool:
         """Place the job's pods; True when it is ready and still has pods to place (goes back in line)."""
         tasks = job.pending_tasks()
         if len(tasks) > 1:
@@ -138,10 +139,13 @@ class Allocate:
 
     @staticmethod
     def _gang_reason(job: JobInfo, placed: int, failure: str) -> str:
+        """The gang's reason, with the code of what stopped its pods (`Refusal.within`)."""
         if job.min_available <= 1:
             return failure
         gang = f"gang: {placed}/{job.min_available} pods fit"
-        return f"{gang}; {failure}" if failure else gang
+        if not failure:
+            return gang
+        return failure.within(f"{gang}; {failure}") if isinstance(failure, Refusal) else f"{gang}; {failure}"
 
 
 def bind_nominated(ssn: Session) -> None:
@@ -191,7 +195,7 @@ def allocate_job(ssn: Session, job: JobInfo) -> bool:
     if reason:
         job.reason = reason
         return False
-    _TURN._allocate_job(ssn, job.queue, job)
+    _TURN.allocate_turn(ssn, job.queue, job)
     return job.ready_num >= max(job.min_available, 1) and ssn.job_ready(job)
 
 

@@ -19,7 +19,8 @@ from tidegate.model.resources import GPU_MEMORY, GPU_MILLI, NVIDIA_GPU, PODS
 from tidegate.scheduler.framework import Plugin
 from tidegate.scheduler.info import JobInfo, QueueInfo, TaskInfo
 from tidegate.scheduler.node_table import FloatArray
-from tidegate.scheduler.plugins.quota import AT_CAPABILITY, amount, as_float, capability_cap, first_exceeded
+from tidegate.scheduler.plugins.quota import amount, as_float, capability_cap, first_exceeded
+from tidegate.scheduler.refusal import Refusal, RefusalCode
 from tidegate.scheduler.session import Session
 
 #: Resources that are GPU cards or parts of one.
@@ -158,30 +159,32 @@ class CapacityPlugin(Plugin):
             level = depth
         return -float(level)
 
-    def _limit_reason(self, queue: QueueInfo, used: FloatArray, dims: Any, current: FloatArray) -> str | None:
+    def _limit_reason(self, queue: QueueInfo, used: FloatArray, dims: Any, current: FloatArray) -> Refusal | None:
         real = self.real_capability[queue.name]
         col = first_exceeded(used, real, dims)
         if col is None:
             return None
         index = self.ssn.index
-        return (
-            f"queue {queue.name} {AT_CAPABILITY} {index.names[col]} "
-            f"{amount(index, col, float(current[col]))}/{amount(index, col, float(real[col]))}"
+        return Refusal(
+            f"queue {queue.name} at capability {index.names[col]} "
+            f"{amount(index, col, float(current[col]))}/{amount(index, col, float(real[col]))}",
+            RefusalCode.AT_CAPABILITY,
         )
 
-    def _detached_reason(self, queue: QueueInfo) -> str | None:
+    def _detached_reason(self, queue: QueueInfo) -> Refusal | None:
         if queue.name not in self.detached:
             return None
         parent = queue.queue.parent or ROOT_QUEUE
-        return f"queue {queue.name} is not in the queue tree: parent {parent} does not exist or forms a cycle"
+        message = f"queue {queue.name} is not in the queue tree: parent {parent} does not exist or forms a cycle"
+        return Refusal(message, RefusalCode.NOT_A_LEAF)
 
-    def _allocatable(self, queue: QueueInfo, task: TaskInfo) -> str | None:
+    def _allocatable(self, queue: QueueInfo, task: TaskInfo) -> Refusal | None:
         if queue.queue.state is not QueueState.OPEN:
-            return f"queue {queue.name} is {queue.queue.state.value}"
+            return Refusal(f"queue {queue.name} is {queue.queue.state.value}", RefusalCode.QUEUE_NOT_OPEN)
         if reason := self._detached_reason(queue):
             return reason
         if not queue.is_leaf:
-            return f"queue {queue.name} has child queues; only leaf queues take jobs"
+            return Refusal(f"queue {queue.name} has child queues; only leaf queues take jobs", RefusalCode.NOT_A_LEAF)
         request = task.request_list or task.request.tolist()
         for level in self._chain(queue):
             # _limit_reason's test in Python floats (the same conversions and addition as the arrays'),
@@ -194,14 +197,14 @@ class CapacityPlugin(Plugin):
                     return self._limit_reason(level, current + task.request, self.dims & (task.request > 0), current)
         return None
 
-    def _enqueueable(self, job: JobInfo) -> str | None:
+    def _enqueueable(self, job: JobInfo) -> Refusal | None:
         queue = job.queue
         if queue.queue.state is not QueueState.OPEN:
-            return f"queue {queue.name} is {queue.queue.state.value}"
+            return Refusal(f"queue {queue.name} is {queue.queue.state.value}", RefusalCode.QUEUE_NOT_OPEN)
         if reason := self._detached_reason(queue):
             return reason
         if not queue.is_leaf:
-            return f"queue {queue.name} has child queues; only leaf queues take jobs"
+            return Refusal(f"queue {queue.name} has child queues; only leaf queues take jobs", RefusalCode.NOT_A_LEAF)
         if not job.min_resources.any():
             return None
         dims = self.dims & (job.min_resources > 0)
@@ -212,18 +215,18 @@ class CapacityPlugin(Plugin):
                 return reason
         return None
 
-    def _may_reclaim(self, queue: QueueInfo, task: TaskInfo) -> str | None:
+    def _may_reclaim(self, queue: QueueInfo, task: TaskInfo) -> Refusal | None:
         """A queue may reclaim while, on some resource it asks for, it stays within its deserved share."""
         if reason := self._detached_reason(queue):
             return reason
         dims = self.dims & (task.request > 0)
         future = as_float(queue.allocated + task.request)
         if first_exceeded(future, self.real_capability[queue.name], dims) is not None:
-            return f"queue {queue.name} would exceed its capability"
+            return Refusal(f"queue {queue.name} would exceed its capability", RefusalCode.AT_CAPABILITY)
         deserved = self.deserved[queue.name]
         if ((future <= deserved) & dims & (deserved > 0)).any():
             return None
-        return f"queue {queue.name} is at its deserved share"
+        return Refusal(f"queue {queue.name} is at its deserved share", RefusalCode.AT_DESERVED)
 
     def _reclaimable(self, reclaimer: TaskInfo, candidates: list[TaskInfo]) -> list[TaskInfo]:
         """Victims that hold some resource the reclaimer asks for (pod slots aside: Volcano's

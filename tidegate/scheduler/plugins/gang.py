@@ -6,6 +6,7 @@ from typing import Any, ClassVar
 
 from tidegate.scheduler.framework import Plugin
 from tidegate.scheduler.info import READY_STATUSES, VALID_STATUSES, JobInfo, TaskInfo
+from tidegate.scheduler.refusal import Refusal, RefusalCode
 from tidegate.scheduler.session import Session
 
 
@@ -36,15 +37,21 @@ class GangPlugin(Plugin):
         ext.reclaimable.append(self._victims)
 
     @staticmethod
-    def _valid(job: JobInfo) -> str | None:
+    def _valid(job: JobInfo) -> Refusal | None:
         valid = job.valid_num
         if valid < job.min_available:
-            return f"gang: {valid}/{job.min_available} pods exist (minMember {job.min_available})"
+            return Refusal(
+                f"gang: {valid}/{job.min_available} pods exist (minMember {job.min_available})",
+                RefusalCode.GANG_INCOMPLETE,
+            )
         if job.group.min_task_member:
             have = _task_counts(job, VALID_STATUSES)
             for task, need in sorted(job.group.min_task_member.items()):
                 if have.get(task, 0) < need:
-                    return f"gang: task {task} has {have.get(task, 0)}/{need} pods (minTaskMember)"
+                    return Refusal(
+                        f"gang: task {task} has {have.get(task, 0)}/{need} pods (minTaskMember)",
+                        RefusalCode.GANG_INCOMPLETE,
+                    )
         return None
 
     @staticmethod

@@ -15,7 +15,8 @@ from tidegate.model.objects import QueueState
 from tidegate.scheduler.framework import Plugin
 from tidegate.scheduler.info import JobInfo, QueueInfo, TaskInfo
 from tidegate.scheduler.node_table import FloatArray
-from tidegate.scheduler.plugins.quota import AT_CAPABILITY, amount, as_float, capability_cap
+from tidegate.scheduler.plugins.quota import amount, as_float, capability_cap
+from tidegate.scheduler.refusal import Refusal, RefusalCode
 from tidegate.scheduler.session import Session
 
 
@@ -183,16 +184,16 @@ class ProportionPlugin(Plugin):
                 result = 1.0
         return result
 
-    def _overused(self, queue: QueueInfo) -> str | None:
+    def _overused(self, queue: QueueInfo) -> Refusal | None:
         allocated = queue.allocated.tolist()
         for col, want in self._deserved_dims(queue):
             if not want <= float(allocated[col]):
                 return None
-        return f"queue {queue.name} overused: allocated reached its deserved share"
+        return Refusal(f"queue {queue.name} overused: allocated reached its deserved share", RefusalCode.OVERUSED)
 
-    def _allocatable(self, queue: QueueInfo, task: TaskInfo) -> str | None:
+    def _allocatable(self, queue: QueueInfo, task: TaskInfo) -> Refusal | None:
         if queue.queue.state is not QueueState.OPEN:
-            return f"queue {queue.name} is {queue.queue.state.value}"
+            return Refusal(f"queue {queue.name} is {queue.queue.state.value}", RefusalCode.QUEUE_NOT_OPEN)
         allocated = queue.allocated.tolist()
         request = task.request_list or task.request.tolist()
         col = next(
@@ -208,22 +209,24 @@ class ProportionPlugin(Plugin):
         deserved = self.deserved_of(queue)
         index = self.ssn.index
         if deserved[col] >= self.ssn.total[col]:
-            return (
+            return Refusal(
                 f"cluster full: {index.names[col]} "
                 f"{amount(index, col, float(queue.allocated[col]))}/{amount(index, col, float(self.ssn.total[col]))}"
-                f" allocated to queue {queue.name}"
+                f" allocated to queue {queue.name}",
+                RefusalCode.CLUSTER_FULL,
             )
-        return (
+        return Refusal(
             f"queue {queue.name} at deserved share {index.names[col]} "
-            f"{amount(index, col, float(queue.allocated[col]))}/{amount(index, col, float(deserved[col]))}"
+            f"{amount(index, col, float(queue.allocated[col]))}/{amount(index, col, float(deserved[col]))}",
+            RefusalCode.AT_DESERVED,
         )
 
-    def _enqueueable(self, job: JobInfo) -> str | None:
+    def _enqueueable(self, job: JobInfo) -> Refusal | None:
         """Is minResources + allocated + reserved within the queue's real capability on every quota
         resource the job asks for? In Python numbers (the same int sums, then the same float compare)."""
         queue = job.queue
         if queue.queue.state is not QueueState.OPEN:
-            return f"queue {queue.name} is {queue.queue.state.value}"
+            return Refusal(f"queue {queue.name} is {queue.queue.state.value}", RefusalCode.QUEUE_NOT_OPEN)
         asked: list[int] = job.min_resources.tolist()
         if not any(asked) or queue.name not in self.real_capability:
             return None
@@ -233,9 +236,10 @@ class ProportionPlugin(Plugin):
         for col in self._dim_cols:
             if asked[col] > 0 and float(asked[col] + allocated[col] + inqueue[col]) > real[col]:
                 index = self.ssn.index
-                return (
-                    f"queue {queue.name} {AT_CAPABILITY} {index.names[col]} "
-                    f"{amount(index, col, float(allocated[col] + inqueue[col]))}/{amount(index, col, real[col])}"
+                return Refusal(
+                    f"queue {queue.name} at capability {index.names[col]} "
+                    f"{amount(index, col, float(allocated[col] + inqueue[col]))}/{amount(index, col, real[col])}",
+                    RefusalCode.AT_CAPABILITY,
                 )
         return None
 

@@ -9,8 +9,6 @@ from tidegate.model.quantity import format_canonical
 from tidegate.scheduler.node_table import BoolArray, FloatArray, IntArray, ResourceIndex
 
 INF = float("inf")
-#: The words of a reason that says a queue's capability stops a job (what cloud burst looks for).
-AT_CAPABILITY = "at capability"
 
 
 def as_float(vector: IntArray) -> FloatArray:

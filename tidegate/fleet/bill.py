@@ -1,4 +1,4 @@
-"""What the served node pools bill: nodes billed now and money spent, on the control plane's clock.
+"""What the node pools bill: nodes billed now and money spent, on the host's clock.
 
 A cloud pool's node is billed from the autoscaler's request until it leaves, at the pool's price per hour
 (`spec.pricing.perHour`), as the simulator's `cloud_cost` counts it; IDC pools are owned and bill nothing.
