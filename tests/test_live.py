@@ -106,7 +106,7 @@ def test_a_batch_is_scheduled_and_completes_when_every_pod_has_succeeded() -> No
         "default/a": JobPhase.RUNNING,
         "default/b": JobPhase.RUNNING,
     }
-    on_nodes = {pod["name"] for node in ("n1", "n2") for pod in p.node_pods(node)}
+    on_nodes = {pod["name"] for node in ("n1", "n2") for pod in p.views.node_pods(node)}
     assert on_nodes == {f"default/{job}-worker-{i}" for job in "ab" for i in range(2)}
     clock.call_at(60.0, lambda: None)
     clock.run()
@@ -115,7 +115,7 @@ def test_a_batch_is_scheduled_and_completes_when_every_pod_has_succeeded() -> No
     p.report_pod("default/a-worker-1", PodPhase.SUCCEEDED)
     job = p.jobs["default/a"]
     assert (job.phase, job.started, job.finished) == (JobPhase.COMPLETED, 0.0, 60.0)
-    assert {pod["name"] for node in ("n1", "n2") for pod in p.node_pods(node)} == {
+    assert {pod["name"] for node in ("n1", "n2") for pod in p.views.node_pods(node)} == {
         "default/b-worker-0",
         "default/b-worker-1",
     }
@@ -129,7 +129,7 @@ def test_a_succeeded_pod_frees_its_share_while_its_gang_runs_on() -> None:
     p.report_pod("default/gang-worker-0", PodPhase.SUCCEEDED)
     p.cycle()
     assert p.jobs["default/gang"].phase is JobPhase.RUNNING and p.jobs["default/next"].phase is JobPhase.RUNNING
-    assert sorted(pod["name"] for node in ("n1", "n2") for pod in p.node_pods(node)) == [
+    assert sorted(pod["name"] for node in ("n1", "n2") for pod in p.views.node_pods(node)) == [
         "default/gang-worker-1",
         "default/next-worker-0",
     ]
@@ -227,7 +227,7 @@ def test_a_failed_pod_restarts_its_job_by_policy_until_max_retry() -> None:
     job = p.jobs["default/flaky"]
     assert (job.phase, job.retries) == (JobPhase.PENDING, 1)
     assert "pod default/flaky-worker-1 failed: OOMKilled; PodFailed -> RestartJob" in job.reason
-    assert all(not pod.node_name for pod in job.pods) and p.node_pods("n1") == p.node_pods("n2") == []
+    assert all(not pod.node_name for pod in job.pods) and p.views.node_pods("n1") == p.views.node_pods("n2") == []
     p.cycle()
     assert job.phase is JobPhase.RUNNING
     p.report_pod("default/flaky-worker-0", PodPhase.FAILED)
@@ -273,7 +273,7 @@ def test_patching_a_queue_takes_effect_at_the_next_cycle() -> None:
     p.cycle()
     assert all(job.phase is JobPhase.RUNNING for job in p.jobs.values())
     assert p.patch_queue("dev", {"spec": {"weight": 10}}).weight == 10
-    assert p.queue_view("dev")["spec"]["weight"] == 10
+    assert p.views.queue_view("dev")["spec"]["weight"] == 10
 
 
 def test_a_bad_queue_patch_names_the_field_and_changes_nothing() -> None:
@@ -301,7 +301,7 @@ def test_deleting_a_job_frees_its_nodes() -> None:
     p.submit(vcjob("a", gpus=4))
     p.cycle()
     p.delete_job("default/a")
-    assert "default/a" not in p.jobs and p.node_pods("n1") == p.node_pods("n2") == []
+    assert "default/a" not in p.jobs and p.views.node_pods("n1") == p.views.node_pods("n2") == []
     with pytest.raises(NotFound):
         p.delete_job("default/a")
 

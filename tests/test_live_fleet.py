@@ -158,7 +158,7 @@ def test_idc_pools_become_nodes_and_a_waiting_job_bursts_onto_a_cloud_node_the_h
     assert any("overflowed from dev to burst-cloud" in text for _, text in second.events)
     # 300 s of summed waiting per replica: the HPA asks for a node, which joins after its 60 s delay
     clock.run(until=400.0)
-    (pool,) = [p for p in plane.pools_view() if p["name"] == "cloud-a100"]
+    (pool,) = [p for p in plane.views.pools_view() if p["name"] == "cloud-a100"]
     assert pool["billed_nodes"] == 1 and pool["events"]
     # GET /pools shows the HPA's status as `kubectl get hpa -o yaml` would
     (shown,) = [p for p in TestClient(create_app(plane)).get("/pools").json() if p["name"] == "cloud-a100"]
@@ -181,7 +181,7 @@ def test_idc_pools_become_nodes_and_a_waiting_job_bursts_onto_a_cloud_node_the_h
         plane.report_pod(pod.key, PodPhase.SUCCEEDED)
     clock.run(until=2000.0)
     assert "cloud-a100-0" not in plane.nodes
-    (pool,) = [p for p in plane.pools_view() if p["name"] == "cloud-a100"]
+    (pool,) = [p for p in plane.views.pools_view() if p["name"] == "cloud-a100"]
     assert pool["nodes"] == [] and pool["billed_nodes"] == 0
 
 
@@ -217,13 +217,13 @@ def test_a_job_pinned_to_the_idc_never_bursts_nor_asks_for_cloud_nodes(tmp_path:
     sensitive = plane.jobs["default/sensitive"]
     assert sensitive.waiting and sensitive.group.queue == "dev"
     assert plane.pending_seconds()["dev"] == 0.0  # not a wait the cloud could end
-    assert [p["billed_nodes"] for p in plane.pools_view()] == [0, 0]
+    assert [p["billed_nodes"] for p in plane.views.pools_view()] == [0, 0]
     assert sorted(plane.nodes) == ["idc-a100-0"]
 
 
 def test_a_scenario_without_burst_serves_the_idc_pools_only(tmp_path: Path) -> None:
     plane, clock = served(tmp_path, "idc-only")
-    assert [p["name"] for p in plane.pools_view()] == ["idc-a100"] and not plane.fleet.sizing.autoscalers
+    assert [p["name"] for p in plane.views.pools_view()] == ["idc-a100"] and not plane.fleet.sizing.autoscalers
     plane.submit(job("first") + "---" + job("second"))
     clock.run(until=3600.0)
     assert plane.jobs["default/second"].phase is JobPhase.PENDING
@@ -263,19 +263,19 @@ def test_a_restart_keeps_the_cloud_nodes_and_what_runs_on_them(tmp_path: Path) -
     fill_the_idc_then_wait(plane, clock)
     clock.run(until=600.0)
     assert node_of(plane, "default/second") == "cloud-a100-0"
-    (kept,) = [p["hpa_status"] for p in plane.pools_view() if p["name"] == "cloud-a100"]
+    (kept,) = [p["hpa_status"] for p in plane.views.pools_view() if p["name"] == "cloud-a100"]
     plane.stop()
     again = start(SimClock(start=700.0))  # a new process on the same store
     assert sorted(again.nodes) == ["cloud-a100-0", "idc-a100-0"]
     # the HPA's status is its object's, kept as written (conditions with their transition times)
-    (shown,) = [p["hpa_status"] for p in again.pools_view() if p["name"] == "cloud-a100"]
+    (shown,) = [p["hpa_status"] for p in again.views.pools_view() if p["name"] == "cloud-a100"]
     assert shown == kept and kept["lastScaleTime"] == 15.0 and kept["conditions"][0]["lastTransitionTime"] == 0.0
     second = again.jobs["default/second"]
     assert second.phase is JobPhase.RUNNING and node_of(again, "default/second") == "cloud-a100-0"
     # still in the burst queue it overflowed to (not charged to dev), its pods still tolerating the cloud
     assert second.group.queue == "burst-cloud" and again.core.jobs["default/second"].group.queue == "burst-cloud"
     assert all(pod.tolerations[-1].key == "cloud.provider" for pod in [*second.pods, *second.template])
-    (pool,) = [p for p in again.pools_view() if p["name"] == "cloud-a100"]
+    (pool,) = [p for p in again.views.pools_view() if p["name"] == "cloud-a100"]
     assert pool["nodes"] == ["cloud-a100-0"] and pool["billed_nodes"] == 1
     # the restored jobs hold their nodes: a new job finds both full and waits
     again.submit(job("fourth", queue="prod"))
@@ -312,7 +312,7 @@ def test_a_restart_keeps_the_nodes_still_being_provisioned_and_when_they_join(tm
     plane.stop()
     clock = SimClock(start=40.0)  # a new process on the same store, before the node has joined
     again = serve_folder(tmp_path, clock, store)
-    (pool,) = [p for p in again.pools_view() if p["name"] == "cloud-a100"]
+    (pool,) = [p for p in again.views.pools_view() if p["name"] == "cloud-a100"]
     assert (pool["nodes"], pool["provisioning"], pool["billed_nodes"]) == ([], 1, 1)
     clock.run(until=arrival.due - 0.5)
     assert again.fleet.pools["cloud-a100"].nodes == []
@@ -379,12 +379,12 @@ def test_the_budget_patches_the_burst_queue_and_caps_the_hpa_live_and_a_restart_
     # half of the budget of 2 is spent at 135 s (120 s at 1/120 a second), a check time (every 15 s)
     clock.run(until=135.0)
     assert burst_queue(plane) == (10, "Open", 2)
-    view = plane.budget_view()
+    view = plane.views.budget_view()
     assert (view["period"], view["spent"], view["thresholds_crossed"]) == (0, pytest.approx(1.0), 1)
     assert "weight 1, capability nvidia.com/gpu=16 -> weight 10" in view["events"][0]["message"]
     clock.run(until=255.0)  # all of it at 255 s: closed, and the HPA capped at one node
     assert burst_queue(plane) == (10, "Closed", 1)
-    assert [p["spent"] for p in plane.pools_view()] == [0.0, pytest.approx(2.0)]
+    assert [p["spent"] for p in plane.views.pools_view()] == [0.0, pytest.approx(2.0)]
     plane.stop()
     store.close()
 
@@ -394,7 +394,7 @@ def test_the_budget_patches_the_burst_queue_and_caps_the_hpa_live_and_a_restart_
     clock = SimClock(start=400.0)
     again = budgeted(tmp_path, clock, store)
     assert burst_queue(again) == (10, "Closed", 1)
-    view = again.budget_view()
+    view = again.views.budget_view()
     assert (view["period"], view["thresholds_crossed"], view["hpa_capped"]) == (0, 2, True)
     assert view["spent"] == pytest.approx((400.0 - 15.0) / 120)
     # the operator raises the weight: the queue's own spec, which the next period restores to
@@ -402,7 +402,7 @@ def test_the_budget_patches_the_burst_queue_and_caps_the_hpa_live_and_a_restart_
     assert burst_queue(again) == (5, "Closed", 1)
     clock.run(until=3600.0)
     assert burst_queue(again) == (5, "Open", 2)
-    view = again.budget_view()
+    view = again.views.budget_view()
     assert (view["period"], view["period_start"], view["thresholds_crossed"], view["spent"]) == (1, 3600.0, 0, 0.0)
     assert [e["time"] for e in view["events"]][-2:] == [3600.0, 3600.0]  # the queue, then the HPA, restored
     again.stop()
@@ -422,7 +422,7 @@ def test_a_restart_in_a_later_period_starts_it_where_it_began(tmp_path: Path) ->
     clock = SimClock(start=3700.0)  # down across the start of period 1
     again = budgeted(tmp_path, clock, store)
     assert burst_queue(again) == (1, "Open", 2)
-    view = again.budget_view()
+    view = again.views.budget_view()
     assert (view["period"], view["period_start"], view["thresholds_crossed"]) == (1, 3600.0, 0)
     assert view["spent"] == pytest.approx(100.0 / 120)  # the node billed from the period's start
     clock.run(until=3729.0)  # 50% at 3,720 s, seen at the first check after it (every 15 s from 3,700 s)
@@ -474,11 +474,13 @@ def test_while_the_cloud_link_is_down_work_degrades_to_the_idc_and_comes_back_wh
     assert (
         third.events[-1][1] == "moved back from burst-cloud to dev (link cut)"
     )  # the fleet's words, as the simulator's
-    assert plane.links_view() == [{"cluster": "aliyun", "up": False, "down_since": 251.0, "reason": "probe: no route"}]
+    assert plane.views.links_view() == [
+        {"cluster": "aliyun", "up": False, "down_since": 251.0, "reason": "probe: no route"}
+    ]
     plane.report_pod(plane.jobs["default/second"].pods[0].key, PodPhase.SUCCEEDED)
     clock.run(until=1500.0)  # the cloud node is free but cordoned; nothing overflows; the pool does not grow
     assert third.waiting and third.group.queue == "dev"
-    (cloud,) = [p for p in plane.pools_view() if p["name"] == "cloud-a100"]
+    (cloud,) = [p for p in plane.views.pools_view() if p["name"] == "cloud-a100"]
     assert cloud["nodes"] == ["cloud-a100-0"] and cloud["provisioning"] == 0
     # third waits in dev: its HPA wants a second node, and the scale update fails while the cloud is cut off
     able = cloud["hpa_status"]["conditions"][0]
@@ -491,7 +493,7 @@ def test_while_the_cloud_link_is_down_work_degrades_to_the_idc_and_comes_back_wh
     plane.stop()
     clock = SimClock(start=1600.0)
     again = serve_folder(tmp_path, clock, store)  # a restart keeps the link down until it is reported up
-    assert again.links_view()[0]["up"] is False
+    assert again.views.links_view()[0]["up"] is False
     clock.run(until=1700.0)
     assert again.jobs["default/third"].waiting
     again.set_link("aliyun", True)
@@ -544,7 +546,7 @@ def test_a_spot_notice_cordons_the_node_the_hpa_replaces_it_and_its_jobs_restart
     assert plane.spot_notice("cloud-a100-0") == 500.0  # a second notice changes nothing
     second = plane.jobs["default/second"]
     assert second.events[-1] == (200.0, "spot interruption notice for cloud-a100-0: checkpoint now")
-    view = next(n for n in plane.nodes_view() if n["name"] == "cloud-a100-0")
+    view = next(n for n in plane.views.nodes_view() if n["name"] == "cloud-a100-0")
     assert (view["schedulable"], view["interrupted_at"]) == (False, 500.0)
     plane.stop()
     clock = SimClock(start=300.0)
@@ -604,7 +606,7 @@ def test_serve_refuses_a_metric_it_cannot_supply_and_warns_of_a_selector_naming_
     assert plane.warnings == []  # the control plane no longer works them out again
     fill_the_idc_then_wait(plane, clock)
     clock.run(until=300.0)
-    (cloud,) = [p for p in plane.pools_view() if p["name"] == "cloud-a100"]
+    (cloud,) = [p for p in plane.views.pools_view() if p["name"] == "cloud-a100"]
     active = cloud["hpa_status"]["conditions"][1]
     assert (active["reason"], cloud["billed_nodes"]) == ("FailedGetExternalMetric", 0)
     plane.stop()

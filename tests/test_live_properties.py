@@ -109,14 +109,14 @@ class Served:
 def shown(plane: ControlPlane) -> dict[str, Any]:
     """Everything the API shows but the recent scaling events (kept in memory only) and the queues' figures
     the last cycle computed (a restarted control plane computes them again at its first: test_store.py)."""
-    pools = [{k: v for k, v in pool.items() if k != "events"} for pool in plane.pools_view()]
-    budget = {k: v for k, v in plane.budget_view().items() if k != "events"}
+    pools = [{k: v for k, v in pool.items() if k != "events"} for pool in plane.views.pools_view()]
+    budget = {k: v for k, v in plane.views.budget_view().items() if k != "events"}
     return {
-        "jobs": [{k: v for k, v in job.items() if k != "events"} for job in plane.jobs_view()],
-        "queues": [{k: v for k, v in q.items() if k not in LAST_CYCLE} for q in plane.queues_view()],
-        "nodes": plane.nodes_view(),
+        "jobs": [{k: v for k, v in job.items() if k != "events"} for job in plane.views.jobs_view()],
+        "queues": [{k: v for k, v in q.items() if k not in LAST_CYCLE} for q in plane.views.queues_view()],
+        "nodes": plane.views.nodes_view(),
         "pools": pools,
-        "links": plane.links_view(),
+        "links": plane.views.links_view(),
         "budget": budget,
     }
 
@@ -125,7 +125,7 @@ def check(plane: ControlPlane) -> None:
     gpu_col = plane.core.ssn.index.col[NVIDIA_GPU]
     table = plane.core.ssn.table
     for name, node in plane.nodes.items():
-        pods = plane._node_pods[name].values()
+        pods = plane.bound[name].values()
         gpus = sum(pod.requests.get(NVIDIA_GPU, 0) for pod in pods)
         assert gpus <= node.allocatable[NVIDIA_GPU], f"{name} holds {gpus} GPUs"
         assert sum(pod.requests.get(CPU, 0) for pod in pods) <= node.allocatable[CPU]
@@ -133,7 +133,7 @@ def check(plane: ControlPlane) -> None:
             assert int(table.used[table.row[name]][gpu_col]) == gpus, f"{name}: scheduler and plane disagree"
     for pool in plane.fleet.pools.values():  # a node cordoned for scale-in leaves with its last pod
         for name in pool.draining:
-            assert plane._node_pods[name] or name in plane.notices, f"{name} drained but kept"
+            assert plane.bound[name] or name in plane.notices, f"{name} drained but kept"
     dev = 0
     for job in plane.jobs.values():
         bound = [pod for pod in job.pods if pod.node_name]

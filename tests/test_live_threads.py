@@ -46,5 +46,5 @@ def test_threads_submitting_reporting_and_patching_while_cycles_run_lose_nothing
     assert not errors, errors
     assert len(plane.jobs) == 60 and all(job.phase is JobPhase.COMPLETED for job in plane.jobs.values())
     assert plane.failed_cycles == 0 and plane.cycles > 0
-    assert all(not plane.node_pods(node) for node in plane.nodes)
+    assert all(not plane.views.node_pods(node) for node in plane.nodes)
     assert plane.core.ssn.table.used.sum() == 0  # every pod's share given back

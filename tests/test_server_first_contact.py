@@ -15,6 +15,7 @@ from test_live_fleet import fill_the_idc_then_wait, served
 
 from tidegate.clock import SimClock
 from tidegate.live.control_plane import ControlPlane
+from tidegate.live.views import PlaneViews
 from tidegate.model.manifests import load_text
 from tidegate.server.access import read_access
 from tidegate.server.app import create_app, standby_app
@@ -70,7 +71,7 @@ def test_every_body_is_read_whatever_its_content_type(
         assert reply.status_code in (200, 201), (method, path, reply.text)
     assert plane.queues["dev"].weight == 10
     assert "default/third" in plane.jobs
-    assert plane.links_view()[0]["up"] is False
+    assert plane.views.links_view()[0]["up"] is False
     assert plane.notices == {"cloud-a100-0": 230.0}
     assert plane.jobs["default/first"].phase.value == "Completed"
 
@@ -156,7 +157,7 @@ def test_a_server_failure_and_a_standby_answer_a_status(served_plane: TestClient
     def broken(*_: object) -> list[dict[str, Any]]:
         raise ZeroDivisionError("division by zero")
 
-    monkeypatch.setattr(ControlPlane, "queues_view", broken)
+    monkeypatch.setattr(PlaneViews, "queues_view", broken)
     failed = read_status(client.get("/queues").json(), 500)
     assert failed.message == "GET /queues failed: ZeroDivisionError: division by zero"
     standby = TestClient(standby_app(lambda: "host:1:abc"))

@@ -215,14 +215,16 @@ def test_metrics_carry_volcano_s_queue_names_the_cycle_latency_and_http_requests
     assert _samples(metrics, "volcano_queue_allocated_memory_bytes")['{queue_name="prod"}'] == 0
     deserved = _samples(metrics, "volcano_queue_deserved_scalar_resources")
     assert deserved['{queue_name="prod",resource="nvidia.com/gpu"}'] == 1000 * int(
-        plane.queue_view("prod")["deserved"]["nvidia.com/gpu"]
+        plane.views.queue_view("prod")["deserved"]["nvidia.com/gpu"]
     )
     assert (
         _samples(metrics, "volcano_queue_capacity_scalar_resources")['{queue_name="dev",resource="nvidia.com/gpu"}']
         == 16000
     )
     assert '{queue_name="prod"}' not in _samples(metrics, "volcano_queue_capacity_milli_cpu")  # no capability
-    assert _samples(metrics, "volcano_queue_share")['{queue_name="prod"}'] == plane.queue_view("prod")["share"] > 0
+    assert (
+        _samples(metrics, "volcano_queue_share")['{queue_name="prod"}'] == plane.views.queue_view("prod")["share"] > 0
+    )
     assert _samples(metrics, "volcano_queue_weight")['{queue_name="dev"}'] == 1
     assert set(_samples(metrics, "volcano_queue_overused")) == {f'{{queue_name="{q}"}}' for q in plane.queues}
     assert _samples(metrics, "volcano_queue_pod_group_running_count")['{queue_name="prod"}'] == 1

@@ -74,10 +74,10 @@ LAST_CYCLE = ("deserved", "share", "overused")
 def seen(p: ControlPlane, computed: bool = True) -> dict[str, Any]:
     """Everything the API shows (without `computed`, but the queues' figures of the last cycle: LAST_CYCLE)."""
     return {
-        "jobs": p.jobs_view(),
-        "queues": [{k: v for k, v in q.items() if computed or k not in LAST_CYCLE} for q in p.queues_view()],
-        "nodes": p.nodes_view(),
-        "agents": {name: p.node_pods(name) for name in p.nodes},
+        "jobs": p.views.jobs_view(),
+        "queues": [{k: v for k, v in q.items() if computed or k not in LAST_CYCLE} for q in p.views.queues_view()],
+        "nodes": p.views.nodes_view(),
+        "agents": {name: p.views.node_pods(name) for name in p.nodes},
     }
 
 
@@ -174,7 +174,7 @@ def test_a_pod_nominated_by_reclaim_keeps_its_node_across_a_restart(store: Store
     p.cycle()  # reclaim evicts a dev job; urgent's pod is nominated to the node it leaves
     (pod,) = p.jobs["default/urgent"].pods
     assert pod.nominated_node_name in ("n1", "n2") and not pod.node_name
-    assert p.job_view("default/urgent")["pods"][0]["nominated_node"] == pod.nominated_node_name
+    assert p.views.job_view("default/urgent")["pods"][0]["nominated_node"] == pod.nominated_node_name
     after, _ = start(store, at=clock.now())
     assert after.jobs["default/urgent"].pods == [pod]
     assert list(after.core.ssn.pipelined) == [pod.key]  # the scheduler holds the node's room for it
@@ -230,7 +230,7 @@ def test_a_job_on_a_node_the_folder_no_longer_has_restarts_pending(store: Store)
     job = after.jobs[on_n2]
     assert job.phase is JobPhase.PENDING and job.retries == 0 and job.queued_since == 50.0
     assert job.events[-2:] == [(50.0, "node n2 no longer exists"), (50.0, "restarted")]
-    assert all(not pod.node_name for pod in job.pods) and after.node_pods("n3") == []
+    assert all(not pod.node_name for pod in job.pods) and after.views.node_pods("n3") == []
     after.cycle()
     assert job.phase is JobPhase.RUNNING and job.pods[0].node_name == "n3"
     assert start(store, at=60.0, cluster=one_node)[0].jobs[on_n2].pods[0].node_name == "n3"  # written

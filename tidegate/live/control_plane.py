@@ -49,7 +49,17 @@ from tidegate.fleet.port import EventKind, RunningJob, WaitingJob
 from tidegate.fleet.scaling import QueueTree
 from tidegate.fleet.spec import BudgetSpec
 from tidegate.lifecycle.policies import JobPolicy, Resolution, job_policy, verdict
-from tidegate.live.jobs import FINISHED, AlreadyExists, Conflict, Forbidden, JobPhase, LiveJob, Marked, NotFound
+from tidegate.live.jobs import (
+    FINISHED,
+    AlreadyExists,
+    Conflict,
+    Forbidden,
+    JobPhase,
+    LiveJob,
+    Marked,
+    NotFound,
+    QueueMetrics,
+)
 from tidegate.live.queue_manifests import budgeted_manifest, merge_patch, parsed_queue, queue_manifest
 from tidegate.live.views import PlaneViews
 from tidegate.model.errors import ManifestError, ManifestErrors, Source
@@ -126,7 +136,7 @@ class _Locked:
         return run
 
 
-class ControlPlane(PlaneViews):
+class ControlPlane:
     """The live loop's state: nodes, queues, submitted jobs, and the scheduler that places them."""
 
     def __init__(
@@ -160,8 +170,9 @@ class ControlPlane(PlaneViews):
         offered = {name for pool in pools for name in pool.node(pool.name).allocatable}  # nodes still to come
         self.core = OnlineScheduler(nodes, queues, self.config, resources=offered, report_waiting=False)
         self.jobs: dict[str, LiveJob] = {}
-        self._pod_job: dict[str, str] = {}  # pod key -> job key
-        self._node_pods: dict[str, dict[str, Pod]] = {name: {} for name in self.nodes}
+        #: Each pod's job, and the pods bound to each node and still to run there (what its agent runs).
+        self.pod_job: dict[str, str] = {}
+        self.bound: dict[str, dict[str, Pod]] = {name: {} for name in self.nodes}
         self._lock = threading.RLock()
         self._timer: Timer | None = None
         self.cycles = 0
@@ -196,6 +207,8 @@ class ControlPlane(PlaneViews):
                 self.fleet.sizing.restore(pool, state["nodes"], state["draining"], state["created"], arriving)
                 self.bill.resume(pool.name, state, clock.now())
         self._saved_controllers: dict[str, dict[str, Any]] = {}  # controllers' states as last stored
+        #: What the API shows of it.
+        self.views = PlaneViews(self)
 
     @classmethod
     def from_manifests(
@@ -292,14 +305,14 @@ class ControlPlane(PlaneViews):
     def delete_job(self, key: str) -> None:
         """Forget a job: its pods leave their nodes at once (their agents stop them)."""
         with self._changing():
-            self._forget(self._job(key))
+            self._forget(self.job(key))
             self._saved_events.pop(key, None)
             self._dirty.add(key)
 
     def report_pod(self, pod_key: str, phase: PodPhase, message: str = "") -> LiveJob:
         """A node's agent reports a bound pod Succeeded or Failed (Running changes nothing)."""
         with self._changing():
-            job = self._job(self._pod_job.get(pod_key, ""), "Pod", pod_key)
+            job = self.job(self.pod_job.get(pod_key, ""), "Pod", pod_key)
             index = next(i for i, pod in enumerate(job.pods) if pod.key == pod_key)
             pod = job.pods[index]
             if job.phase in FINISHED:
@@ -334,7 +347,7 @@ class ControlPlane(PlaneViews):
             self.last_cycle_s = now
             placed: dict[str, dict[str, tuple[str, tuple[int, ...]]]] = {}
             for bind in decisions.binds:
-                placed.setdefault(self._pod_job[bind.pod], {})[bind.pod] = (bind.node, bind.gpu_indices)
+                placed.setdefault(self.pod_job[bind.pod], {})[bind.pod] = (bind.node, bind.gpu_indices)
             for key, binds in placed.items():
                 self._bind(self.jobs[key], binds, now)
             self._nominate(decisions.pipelined)
@@ -348,7 +361,7 @@ class ControlPlane(PlaneViews):
                 if (job.phase, job.reason) != was:
                     self._dirty.add(key)
             for eviction in decisions.evictions:  # a gang's first evicted pod decides; the job is then pending
-                hit = self.jobs.get(self._pod_job.get(eviction.pod, ""))
+                hit = self.jobs.get(self.pod_job.get(eviction.pod, ""))
                 if hit is not None and hit.phase is JobPhase.RUNNING:
                     pod = next(p for p in hit.pods if p.key == eviction.pod)
                     self._apply_policy(hit, pod, JobEvent.POD_EVICTED, f"pod {pod.key} evicted: {eviction.reason}", now)
@@ -385,6 +398,45 @@ class ControlPlane(PlaneViews):
             self._timer.cancel()
         self._timer = None
         self.fleet.stop()
+
+    # -- what the plane tells ------------------------------------------------------------------------
+    def pending_seconds(self) -> dict[str, float]:
+        """volcano_queue_pending_jobs_duration_seconds: per queue, the seconds its waiting jobs that may burst
+        (not pinned to the IDC) have waited, summed; a parent queue adds its children's. What the cloud
+        pools' HPAs read, as the simulator computes it."""
+        with self._lock:
+            now = self.clock.now()
+            own: dict[str, float] = {}
+            for job in self.jobs.values():
+                if job.waiting and not any(pinned_to_idc(pod) for pod in job.template):
+                    queue = job.group.queue
+                    own[queue] = own.get(queue, 0.0) + (now - job.queued_since)
+            return self._tree.totals(own)
+
+    def metrics(self) -> list[QueueMetrics]:
+        """Per queue: `pending_seconds`, its waiting and running jobs, what its running pods hold, its weight."""
+        with self._lock:
+            pending = self.pending_seconds()
+            out = {name: QueueMetrics(name, queue.weight, pending[name]) for name, queue in self.queues.items()}
+            for job in self.jobs.values():
+                row = out.get(job.group.queue)
+                if row is None:
+                    continue
+                if job.waiting:
+                    row.pending += 1
+                elif job.phase is JobPhase.RUNNING:
+                    row.running += 1
+                    for pod in job.pods:
+                        if pod.phase is PodPhase.RUNNING:
+                            row.allocated = row.allocated + pod.requests
+            return list(out.values())
+
+    def job(self, key: str, kind: str = "Job", name: str = "") -> LiveJob:
+        """The job of that key; NotFound names the object asked for (the job, or `kind` `name`: a pod)."""
+        job = self.jobs.get(key)
+        if job is None:
+            raise NotFound(f"{kind.lower()} {name or key} does not exist", kind, name or key)
+        return job
 
     # -- what the fleet's agents and probers report -----------------------------------------------------
     def spot_notice(self, node: str, notice_seconds: float | None = None) -> float:
@@ -444,28 +496,28 @@ class ControlPlane(PlaneViews):
 
     def node_ready(self, pool: Pool, node: Node) -> None:
         self.nodes[node.name] = node
-        self._node_pods[node.name] = {}
+        self.bound[node.name] = {}
 
     def evict_node(self, pool: Pool, node: str) -> None:
         now = self.clock.now()
-        for pod in list(self._node_pods.get(node, {}).values()):
-            job = self.jobs.get(self._pod_job.get(pod.key, ""))
+        for pod in list(self.bound.get(node, {}).values()):
+            job = self.jobs.get(self.pod_job.get(pod.key, ""))
             if job is not None and job.phase is JobPhase.RUNNING:
                 self._apply_policy(job, pod, JobEvent.POD_EVICTED, f"pod {pod.key} evicted: node {node} removed", now)
         self.nodes.pop(node, None)
-        self._node_pods.pop(node, None)
+        self.bound.pop(node, None)
 
     def busy(self, node: str) -> int:
-        return len({self._pod_job[key] for key in self._node_pods.get(node, {})})
+        return len({self.pod_job[key] for key in self.bound.get(node, {})})
 
     def node_requests(self, node: str) -> Resources:
         total = Resources()
-        for pod in self._node_pods.get(node, {}).values():
+        for pod in self.bound.get(node, {}).values():
             total = total + pod.requests
         return total
 
     def pods_on(self, node: str) -> int:
-        return len(self._node_pods.get(node, {}))
+        return len(self.bound.get(node, {}))
 
     def queue_figures(self) -> dict[str, QueueFigures]:
         return {row.queue: QueueFigures(row.pending, row.running, row.allocated, row.weight) for row in self.metrics()}
@@ -480,7 +532,7 @@ class ControlPlane(PlaneViews):
     def interrupt(self, pool: Pool, node: str, notice_s: float) -> list[str]:
         """Each job running on the node is told to checkpoint now (its pods' agents run their preStop)."""
         now = self.clock.now()
-        stopping = sorted({self._pod_job[key] for key in self._node_pods.get(node, {})})
+        stopping = sorted({self.pod_job[key] for key in self.bound.get(node, {})})
         for key in stopping:
             self.jobs[key].events.append((now, f"spot interruption notice for {node}: checkpoint now"))
             self._dirty.add(key)
@@ -518,7 +570,7 @@ class ControlPlane(PlaneViews):
         self._dirty.add(key)
 
     def running_on(self, nodes: Collection[str]) -> list[RunningJob]:
-        keys = {self._pod_job[pod] for node in nodes for pod in self._node_pods.get(node, {})}
+        keys = {self.pod_job[pod] for node in nodes for pod in self.bound.get(node, {})}
         return [RunningJob(key) for key in self.jobs if key in keys]
 
     def fail(self, key: str, why: str) -> None:
@@ -729,9 +781,9 @@ class ControlPlane(PlaneViews):
         unless it has finished (in `group_phase` if given: a restored job keeps its admission)."""
         self.jobs[job.key] = job
         for pod in job.pods:
-            self._pod_job[pod.key] = job.key
+            self.pod_job[pod.key] = job.key
             if pod.phase is PodPhase.RUNNING and pod.node_name and job.phase not in FINISHED:
-                self._node_pods[pod.node_name][pod.key] = pod
+                self.bound[pod.node_name][pod.key] = pod
         if job.phase not in FINISHED:
             group = job.group if group_phase is None else replace(job.group, phase=group_phase)
             self.core.add_group(group, list(job.pods))
@@ -740,7 +792,7 @@ class ControlPlane(PlaneViews):
         """The job leaves the scheduler, its nodes and the API (the store hears of it if it is marked)."""
         self._release(job)
         for pod in job.pods:
-            self._pod_job.pop(pod.key, None)
+            self.pod_job.pop(pod.key, None)
         del self.jobs[job.key]
 
     def _release(self, job: LiveJob) -> None:
@@ -893,7 +945,7 @@ class ControlPlane(PlaneViews):
             node, cards = found
             bound = replace(pod, node_name=node, gpu_indices=cards, phase=PodPhase.RUNNING, nominated_node_name="")
             job.pods[i] = bound
-            self._node_pods[node][bound.key] = bound
+            self.bound[node][bound.key] = bound
         if job.waiting:
             job.phase, job.reason = JobPhase.RUNNING, ""
             job.started = job.started if job.started is not None else now
@@ -904,7 +956,7 @@ class ControlPlane(PlaneViews):
         """Pods pipelined to a node show (and store) it as their nominated node, so a restart holds its room
         for them; a nomination the scheduler dropped is cleared."""
         nominated = {p.pod: p for p in pipelined}
-        now = {self._pod_job[key] for key in nominated}
+        now = {self.pod_job[key] for key in nominated}
         for key in self._nominated | now:
             job = self.jobs.get(key)
             if job is None:
@@ -921,7 +973,7 @@ class ControlPlane(PlaneViews):
 
     def _unbind(self, pod: Pod) -> None:
         if pod.node_name:
-            pods = self._node_pods.get(pod.node_name)
+            pods = self.bound.get(pod.node_name)
             if pods is not None:
                 pods.pop(pod.key, None)
                 if not pods:

@@ -2,26 +2,25 @@
 
 from __future__ import annotations
 
-import threading
-from typing import Any
+from contextlib import AbstractContextManager
+from typing import Any, Protocol
 
 from tidegate.autoscale.hpa import status_document
 from tidegate.clock import Clock
 from tidegate.fleet.bill import Bill
 from tidegate.fleet.hybrid import HybridFleet
-from tidegate.fleet.pool import POOL_LABEL, pinned_to_idc
-from tidegate.fleet.scaling import QueueTree
+from tidegate.fleet.pool import POOL_LABEL
 from tidegate.live.jobs import JobPhase, LiveJob, NotFound, QueueMetrics
 from tidegate.live.queue_manifests import queue_manifest
 from tidegate.model.manifests import gpu_index
-from tidegate.model.objects import NODE_TYPE_LABEL, Node, Pod, PodPhase, Queue
+from tidegate.model.objects import NODE_TYPE_LABEL, Node, Pod, Queue
 from tidegate.model.resources import Resources
 from tidegate.scheduler.figures import QuotaFigures, gpu_cards
 from tidegate.scheduler.online import OnlineScheduler
 
 
-class PlaneViews:
-    """What `ControlPlane` shows: queues, jobs, nodes and their agents' pods, pools, the budget, metrics."""
+class PlaneState(Protocol):
+    """What the views read of the control plane (`ControlPlane`)."""
 
     clock: Clock
     jobs: dict[str, LiveJob]
@@ -31,31 +30,48 @@ class PlaneViews:
     bill: Bill
     fleet_events: list[tuple[float, str]]
     core: OnlineScheduler
-    _lock: threading.RLock
-    _tree: QueueTree
-    _pod_job: dict[str, str]
-    _node_pods: dict[str, dict[str, Pod]]
+    #: The pods bound to each node and still to run there, and each pod's job.
+    bound: dict[str, dict[str, Pod]]
+    pod_job: dict[str, str]
+
+    def reading(self) -> AbstractContextManager[None]:
+        """The plane's lock, held while a view reads."""
+        ...
+
+    def job(self, key: str, kind: str = "Job", name: str = "") -> LiveJob: ...
+
+    def metrics(self) -> list[QueueMetrics]: ...
+
+    def pending_seconds(self) -> dict[str, float]: ...
+
+
+class PlaneViews:
+    """What the API shows of the control plane: queues, jobs, nodes and their agents' pods, pools, the budget,
+    the links; each a plain value read at once (under the plane's lock)."""
+
+    def __init__(self, plane: PlaneState) -> None:
+        self.plane = plane
 
     def queue_view(self, name: str) -> dict[str, Any]:
-        with self._lock:
-            if name not in self.queues:
+        with self.plane.reading():
+            if name not in self.plane.queues:
                 raise NotFound(f"queue {name} does not exist", "Queue", name)
-            (row,) = [m for m in self.metrics() if m.queue == name]
+            (row,) = [m for m in self.plane.metrics() if m.queue == name]
             return self._queue_view(row, self.quota_figures())
 
     def queues_view(self) -> list[dict[str, Any]]:
-        with self._lock:
+        with self.plane.reading():
             figures = self.quota_figures()
-            return [self._queue_view(row, figures) for row in self.metrics()]
+            return [self._queue_view(row, figures) for row in self.plane.metrics()]
 
     def quota_figures(self) -> dict[str, QuotaFigures]:
         """Each queue's deserved share, request, share and overuse as the last cycle left them."""
-        with self._lock:
-            return self.core.quota_figures()
+        with self.plane.reading():
+            return self.plane.core.quota_figures()
 
     def _queue_view(self, row: QueueMetrics, figures: dict[str, QuotaFigures]) -> dict[str, Any]:
-        queue = self.queues[row.queue]
-        jobs = [job for job in self.jobs.values() if job.group.queue == row.queue]
+        queue = self.plane.queues[row.queue]
+        jobs = [job for job in self.plane.jobs.values() if job.group.queue == row.queue]
         waiting: dict[str, int] = {}
         for job in jobs:
             if job.waiting:
@@ -82,8 +98,8 @@ class PlaneViews:
         }
 
     def job_view(self, key: str) -> dict[str, Any]:
-        with self._lock:
-            job = self._job(key)
+        with self.plane.reading():
+            job = self.plane.job(key)
             return {
                 "key": key,
                 "namespace": job.group.namespace,
@@ -112,20 +128,20 @@ class PlaneViews:
             }
 
     def jobs_view(self, queue: str = "", phase: str = "", namespace: str = "") -> list[dict[str, Any]]:
-        with self._lock:
+        with self.plane.reading():
             return [
                 self.job_view(key)
-                for key, job in self.jobs.items()
+                for key, job in self.plane.jobs.items()
                 if (not queue or job.group.queue == queue)
                 and (not phase or job.phase.value == phase)
                 and (not namespace or job.group.namespace == namespace)
             ]
 
     def nodes_view(self) -> list[dict[str, Any]]:
-        with self._lock:
+        with self.plane.reading():
             out = []
-            for name, node in self.nodes.items():
-                pods = self._node_pods.get(name, {})
+            for name, node in self.plane.nodes.items():
+                pods = self.plane.bound.get(name, {})
                 used = Resources()
                 for pod in pods.values():
                     used = used + pod.requests
@@ -137,11 +153,11 @@ class PlaneViews:
                         "allocatable": node.allocatable.to_dict(),
                         "requested": used.to_dict(),
                         "pods": len(pods),
-                        "schedulable": name in self.core.nodes and not self.core.nodes[name].unschedulable,
-                        "interrupted_at": self.fleet.spot.noticed.get(name),
+                        "schedulable": name in self.plane.core.nodes and not self.plane.core.nodes[name].unschedulable,
+                        "interrupted_at": self.plane.fleet.spot.noticed.get(name),
                         "type": node.labels.get(NODE_TYPE_LABEL, ""),  # idc, cloud-spot, cloud-ondemand
                         "pool": pool,
-                        "draining": pool is not None and name in self.fleet.pools[pool].draining,
+                        "draining": pool is not None and name in self.plane.fleet.pools[pool].draining,
                         "gpu_cards": gpu_cards(node, pods.values()),
                     }
                 )
@@ -149,40 +165,27 @@ class PlaneViews:
 
     def node_pods(self, name: str) -> list[dict[str, Any]]:
         """The pods bound to a node and still to run there: what the node's agent starts and stops."""
-        with self._lock:
-            if name not in self.nodes:
+        with self.plane.reading():
+            if name not in self.plane.nodes:
                 raise NotFound(f"node {name} does not exist", "Node", name)
             return [
                 {
                     "name": pod.key,
-                    "job": self._pod_job[pod.key],
+                    "job": self.plane.pod_job[pod.key],
                     "requests": pod.requests.to_dict(),
                     "gpu_index": gpu_index(pod.gpu_indices),
                 }
-                for pod in self._node_pods[name].values()
+                for pod in self.plane.bound[name].values()
             ]
-
-    def pending_seconds(self) -> dict[str, float]:
-        """volcano_queue_pending_jobs_duration_seconds: per queue, the seconds its waiting jobs that may burst
-        (not pinned to the IDC) have waited, summed; a parent queue adds its children's. What the cloud
-        pools' HPAs read, as the simulator computes it."""
-        with self._lock:
-            now = self.clock.now()
-            own: dict[str, float] = {}
-            for job in self.jobs.values():
-                if job.waiting and not any(pinned_to_idc(pod) for pod in job.template):
-                    queue = job.group.queue
-                    own[queue] = own.get(queue, 0.0) + (now - job.queued_since)
-            return self._tree.totals(own)
 
     def pools_view(self) -> list[dict[str, Any]]:
         """Each node pool: its nodes, nodes on the way or draining, what it bills for, and its HPA with the
         status it last wrote (replicas, current metrics, conditions)."""
-        with self._lock:
-            scalers = {scaler.pool.name: scaler for scaler in self.fleet.sizing.autoscalers}
-            now = self.clock.now()
+        with self.plane.reading():
+            scalers = {scaler.pool.name: scaler for scaler in self.plane.fleet.sizing.autoscalers}
+            now = self.plane.clock.now()
             out = []
-            for name, pool in self.fleet.pools.items():
+            for name, pool in self.plane.fleet.pools.items():
                 scaler = scalers.get(name)
                 out.append(
                     {
@@ -191,22 +194,24 @@ class PlaneViews:
                         "nodes": list(pool.nodes),
                         "provisioning": pool.provisioning,
                         "draining": list(pool.draining),
-                        "billed_nodes": self.bill.nodes[name],
-                        "spent": self.bill.pool_spent(name, now),
+                        "billed_nodes": self.plane.bill.nodes[name],
+                        "spent": self.plane.bill.pool_spent(name, now),
                         "hpa": None if scaler is None else scaler.spec.name,
                         "hpa_status": None if scaler is None else status_document(scaler.controller.status),
-                        "events": [{"time": t, "message": m} for t, m in self.fleet_events if m.startswith(f"{name}:")],
+                        "events": [
+                            {"time": t, "message": m} for t, m in self.plane.fleet_events if m.startswith(f"{name}:")
+                        ],
                     }
                 )
             return out
 
     def budget_view(self) -> dict[str, Any]:
         """The cloud budget: its queue, the period, what it has spent of it, and its changes."""
-        with self._lock:
-            budget = self.fleet.budget
+        with self.plane.reading():
+            budget = self.plane.fleet.budget
             if budget is None:
                 raise NotFound("no budget is served (a Scenario's spec.budget, with burst)", "Budget")
-            now = self.clock.now()
+            now = self.plane.clock.now()
             return {
                 "queue": budget.spec.queue,
                 "per_period": budget.spec.per_period,
@@ -218,56 +223,31 @@ class PlaneViews:
                 # what each threshold does, in order (the first `thresholds_crossed` of them are in force)
                 "thresholds": [t.model_dump(by_alias=True, exclude_none=True) for t in budget.spec.thresholds],
                 "hpa_capped": budget.capped,
-                "events": [{"time": t, "message": m} for t, m in self.fleet_events if m.startswith("budget:")],
+                "events": [{"time": t, "message": m} for t, m in self.plane.fleet_events if m.startswith("budget:")],
             }
 
     def links_view(self) -> list[dict[str, Any]]:
         """Each served cloud cluster's link to the IDC: up, or down since when and why."""
-        with self._lock:
-            clouds = sorted({pool.cluster_name for pool in self.fleet.pools.values() if pool.is_cloud})
+        with self.plane.reading():
+            clouds = sorted({pool.cluster_name for pool in self.plane.fleet.pools.values() if pool.is_cloud})
             out = []
             for cluster in clouds:
-                since, reason = self.fleet.links.down.get(cluster, (None, ""))
+                since, reason = self.plane.fleet.links.down.get(cluster, (None, ""))
                 out.append({"cluster": cluster, "up": since is None, "down_since": since, "reason": reason})
             return out
-
-    def metrics(self) -> list[QueueMetrics]:
-        """Per queue: `pending_seconds`, its waiting and running jobs, what its running pods hold, its weight."""
-        with self._lock:
-            pending = self.pending_seconds()
-            out = {name: QueueMetrics(name, queue.weight, pending[name]) for name, queue in self.queues.items()}
-            for job in self.jobs.values():
-                row = out.get(job.group.queue)
-                if row is None:
-                    continue
-                if job.waiting:
-                    row.pending += 1
-                elif job.phase is JobPhase.RUNNING:
-                    row.running += 1
-                    for pod in job.pods:
-                        if pod.phase is PodPhase.RUNNING:
-                            row.allocated = row.allocated + pod.requests
-            return list(out.values())
 
     def _waited(self, job: LiveJob) -> float:
         """How long the job waited: while it waits, since it last entered the queue; else from its submission
         to its first start (or to its end, if it never started)."""
         if job.waiting:
-            return max(self.clock.now() - job.queued_since, 0.0)
+            return max(self.plane.clock.now() - job.queued_since, 0.0)
         end = job.started if job.started is not None else job.finished
-        return max((end if end is not None else self.clock.now()) - job.submitted, 0.0)
+        return max((end if end is not None else self.plane.clock.now()) - job.submitted, 0.0)
 
     def _pool_name(self, node: Node) -> str | None:
         """The served pool the node belongs to (None: a node of the folder's own)."""
         name = node.labels.get(POOL_LABEL, "")
-        return name if name in self.fleet.pools else None
-
-    def _job(self, key: str, kind: str = "Job", name: str = "") -> LiveJob:
-        """The job of that key; NotFound names the object asked for (the job, or `kind` `name`: a pod)."""
-        job = self.jobs.get(key)
-        if job is None:
-            raise NotFound(f"{kind.lower()} {name or key} does not exist", kind, name or key)
-        return job
+        return name if name in self.plane.fleet.pools else None
 
 
 def _labels(job: LiveJob) -> dict[str, str]:

@@ -367,16 +367,16 @@ def create_app(
 
     @api.get("/queues")
     def queues(query: Annotated[ListQuery, Depends(_listing("Queue", QUEUE_FIELDS))]) -> Any:
-        return answer("Queue", plane.queues_view(), query, _by_name, lambda item: item["labels"], _queue_field)
+        return answer("Queue", plane.views.queues_view(), query, _by_name, lambda item: item["labels"], _queue_field)
 
     @api.get("/queues/{name}")
     def queue(name: str) -> dict[str, Any]:
-        return plane.queue_view(name)
+        return plane.views.queue_view(name)
 
     @api.patch("/queues/{name}", openapi_extra=_body("A JSON merge patch of the Queue", {"type": "object"}))
     def patch_queue(name: str, _: Admin, patch: Annotated[dict[str, Any], Depends(merge_patch)]) -> dict[str, Any]:
         plane.patch_queue(name, patch)
-        return plane.queue_view(name)
+        return plane.views.queue_view(name)
 
     @api.post("/jobs", status_code=201, openapi_extra=SUBMISSION_BODY)
     async def submit(request: Request, who: Submitter) -> dict[str, Any]:
@@ -390,12 +390,12 @@ def create_app(
         phase: str = "",
         namespace: str = "",
     ) -> Any:
-        items = plane.jobs_view(queue, phase, namespace)
+        items = plane.views.jobs_view(queue, phase, namespace)
         return answer("Job", items, query, lambda item: str(item["key"]), lambda item: item["labels"], _job_field)
 
     @api.get("/jobs/{namespace}/{name}")
     def job(namespace: str, name: str) -> dict[str, Any]:
-        return plane.job_view(f"{namespace}/{name}")
+        return plane.views.job_view(f"{namespace}/{name}")
 
     @api.delete("/jobs/{namespace}/{name}")
     def delete_job(namespace: str, name: str, who: Submitter) -> dict[str, Any]:
@@ -406,11 +406,11 @@ def create_app(
 
     @api.get("/nodes")
     def nodes(query: Annotated[ListQuery, Depends(_listing("Node", NODE_FIELDS))]) -> Any:
-        return answer("Node", plane.nodes_view(), query, _by_name, lambda item: item["labels"], _node_field)
+        return answer("Node", plane.views.nodes_view(), query, _by_name, lambda item: item["labels"], _node_field)
 
     @api.get("/pools")
     def pools(query: Annotated[ListQuery, Depends(_listing("Pool", NAME_FIELDS))]) -> Any:
-        return answer("Pool", plane.pools_view(), query, _by_name, _no_labels, _name_field)
+        return answer("Pool", plane.views.pools_view(), query, _by_name, _no_labels, _name_field)
 
     @api.get("/pools/history")
     def pools_history(since: float | None = None) -> dict[str, Any]:
@@ -420,22 +420,22 @@ def create_app(
 
     @api.get("/budget")
     def budget() -> dict[str, Any]:
-        return plane.budget_view()
+        return plane.views.budget_view()
 
     @api.get("/links")
     def links(query: Annotated[ListQuery, Depends(_listing("Link", NAME_FIELDS))]) -> Any:
-        return answer("Link", plane.links_view(), query, _by_name, _no_labels, _name_field)
+        return answer("Link", plane.views.links_view(), query, _by_name, _no_labels, _name_field)
 
     @api.put("/links/{cluster}", openapi_extra=_body("The link's state", _schema(LinkState)))
     def set_link(
         cluster: str, _: Agent, link: Annotated[LinkState, Depends(body_of(LinkState))]
     ) -> list[dict[str, Any]]:
         plane.set_link(cluster, link.up, link.reason)
-        return plane.links_view()
+        return plane.views.links_view()
 
     @api.get("/nodes/{name}/pods")
     def node_pods(name: str) -> list[dict[str, Any]]:
-        return plane.node_pods(name)
+        return plane.views.node_pods(name)
 
     @api.post(
         "/nodes/{name}/interruption",
@@ -452,7 +452,7 @@ def create_app(
         namespace: str, name: str, _: Agent, status: Annotated[PodStatusReport, Depends(body_of(PodStatusReport))]
     ) -> dict[str, Any]:
         job = plane.report_pod(f"{namespace}/{name}", PodPhase(status.phase), status.message)
-        return plane.job_view(job.key)
+        return plane.views.job_view(job.key)
 
     @app.get("/metrics", response_class=PlainTextResponse, responses={200: {"content": {"text/plain": {}}}})
     def metrics() -> PlainTextResponse:

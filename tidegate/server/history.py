@@ -35,7 +35,7 @@ class PoolHistory:
     def sample(self) -> None:
         """One sample of each pool and of the budget, now."""
         now = self.plane.clock.now()
-        for pool in self.plane.pools_view():
+        for pool in self.plane.views.pools_view():
             status = pool["hpa_status"] or {}
             metrics = status.get("currentMetrics") or []
             current = metrics[0].get("current", {}) if metrics else {}
@@ -54,7 +54,7 @@ class PoolHistory:
                 }
             )
         if self.plane.budget is not None:
-            budget = self.plane.budget_view()
+            budget = self.plane.views.budget_view()
             self.budget.append(
                 {"time": now, "spent": budget["spent"], "per_period": budget["per_period"], "period": budget["period"]}
             )

@@ -111,22 +111,22 @@ class PlaneCollector(Collector):
         spend = CounterMetricFamily(
             "tidegate_pool_spend", "What the pool's nodes have billed since the first start", labels=["pool"]
         )
-        for pool in self.plane.pools_view():
+        for pool in self.plane.views.pools_view():
             nodes.add_metric([pool["name"]], len(pool["nodes"]))
             billed.add_metric([pool["name"]], pool["billed_nodes"])
             spend.add_metric([pool["name"]], pool["spent"])
         link = GaugeMetricFamily(
             "tidegate_link_up", "1 while the cloud cluster's link to the IDC is up", labels=["cluster"]
         )
-        for cloud in self.plane.links_view():
+        for cloud in self.plane.views.links_view():
             link.add_metric([cloud["cluster"]], 1.0 if cloud["up"] else 0.0)
         yield from (pending, jobs, allocated, weight, cycles, nodes, billed, spend, link)
         if self.plane.budget is not None:
-            budget = self.plane.budget_view()
+            budget = self.plane.views.budget_view()
             spent = GaugeMetricFamily("tidegate_budget_period_spent", "Cloud spend in the budget's current period")
             spent.add_metric([], budget["spent"])
             yield spent
-        figures = self.plane.quota_figures()  # the served queues (not the session's own root and default)
+        figures = self.plane.views.quota_figures()  # the served queues (not the session's own root and default)
         served = [figures[name] for name in self.plane.queues if name in figures]
         yield from gauge_families(volcano_queue_series(served, self._pod_groups()))
 
