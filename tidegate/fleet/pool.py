@@ -57,11 +57,13 @@ def node_type(cluster: ClusterSpec, pool: NodePoolSpec) -> str:
 
 @dataclass(slots=True, eq=False)
 class Arrival:
-    """A node asked for that has not joined yet: when it joins (after the pool's provisioning delay), and the
-    timer that joins it (cancelled if the pool shrinks first)."""
+    """A node asked for that has not joined yet: when it is due (after the pool's provisioning delay), the
+    timer that joins it then (cancelled if the pool shrinks first), and the name its provider gave it ("" for
+    a node named by its pool, `<pool>-<n>`)."""
 
     due: float
     timer: Timer | None = None
+    name: str = ""
 
 
 @dataclass(slots=True)

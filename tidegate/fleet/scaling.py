@@ -17,7 +17,7 @@ import dataclasses
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any
+from typing import Any, Protocol
 
 from tidegate.autoscale.hpa import (
     ABLE_TO_SCALE,
@@ -43,6 +43,32 @@ from tidegate.model.objects import Queue
 
 #: How often an HPA syncs (the kube-controller-manager's --horizontal-pod-autoscaler-sync-period).
 HPA_SYNC_SECONDS = 15.0
+
+
+class Provisioner(Protocol):
+    """Who brings a pool's new nodes up, and lets the fleet know (`CloudFleet.provisioned`) when one has
+    joined: by default the pool's provisioning delay on the clock (the simulator, `tidegate serve`); a cloud
+    member's NodeClaims for `tidegate kube` with a cloud cluster."""
+
+    def provision(self, pool: Pool, arrival: Arrival) -> None:
+        """Start bringing a node of the pool up."""
+
+    def cancel(self, pool: Pool, arrival: Arrival) -> None:
+        """The node is no longer wanted (the pool shrank before it joined)."""
+
+
+class AfterDelay:
+    """A node joins when it is due: the pool's provisioning delay after it was asked for."""
+
+    def __init__(self, fleet: CloudFleet) -> None:
+        self.fleet = fleet
+
+    def provision(self, pool: Pool, arrival: Arrival) -> None:
+        arrival.timer = self.fleet.clock.call_at(arrival.due, partial(self.fleet.provisioned, pool, arrival))
+
+    def cancel(self, pool: Pool, arrival: Arrival) -> None:
+        if arrival.timer is not None:
+            arrival.timer.cancel()
 
 
 class QueueTree:
@@ -145,6 +171,9 @@ class CloudFleet:
         self._timer: Timer | None = None
         #: Nodes being removed now (their pods evicted): they leave once, whatever their eviction releases.
         self._removing: set[str] = set()
+        #: Who brings each pool's new nodes up (by pool name; the pool's delay on the clock for the others).
+        self.provisioners: dict[str, Provisioner] = {}
+        self._after_delay = AfterDelay(self)
         #: When each node of a pool joined (its virtual-kubelet pod's start and readiness).
         self.joined_at: dict[str, float] = {}
         self.autoscalers: list[Autoscaler] = []
@@ -301,9 +330,9 @@ class CloudFleet:
             surplus = pool.size - desired
             cancel = min(surplus, pool.provisioning)
             first = len(pool.arriving) - cancel  # the nodes asked for last are cancelled first
+            provisioner = self._provisioner(pool)
             for arrival in pool.arriving[first:]:
-                if arrival.timer is not None:
-                    arrival.timer.cancel()
+                provisioner.cancel(pool, arrival)
             del pool.arriving[first:]
             host.billed(pool, -cancel)
             surplus -= cancel
@@ -317,22 +346,26 @@ class CloudFleet:
                     self.remove_node(pool, node)
         host.sized(pool)
 
+    def _provisioner(self, pool: Pool) -> Provisioner:
+        return self.provisioners.get(pool.name, self._after_delay)
+
     def _ask(self, pool: Pool, due: float) -> None:
-        """A new node for the pool, billed from now, joining at `due`."""
+        """A new node for the pool, billed from now, due at `due`."""
         arrival = Arrival(due)
-        arrival.timer = self.clock.call_at(due, partial(self._provisioned, pool, arrival))
+        self._provisioner(pool).provision(pool, arrival)
         pool.arriving.append(arrival)
         self.host.billed(pool, 1)
 
-    def _provisioned(self, pool: Pool, arrival: Arrival) -> None:
+    def provisioned(self, pool: Pool, arrival: Arrival) -> None:
+        """The provider's word that a node asked for has joined (named `arrival.name`, if it named it)."""
         pool.arriving.remove(arrival)
-        self.node_ready(pool)
+        self.node_ready(pool, arrival.name)
         self.host.sized(pool)
         self.host.want_cycle()
 
-    def node_ready(self, pool: Pool) -> None:
-        """A new node of the pool joins now."""
-        node = pool.new_node()
+    def node_ready(self, pool: Pool, name: str = "") -> None:
+        """A new node of the pool joins now (named `name`, or the pool's next `<pool>-<n>`)."""
+        node = pool.node(name) if name else pool.new_node()
         pool.nodes.append(node.name)
         self.joined_at[node.name] = self.clock.now()
         self.nodes.add_nodes([node])
