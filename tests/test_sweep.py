@@ -293,3 +293,19 @@ def test_the_base_folder_is_checked_as_simulate_checks_it(tmp_path: Path) -> Non
     sim, grid = write(tmp_path, sweep_yaml({"HorizontalPodAutoscaler/hpa.spec.maxReplicas": [2]}), broken)
     with pytest.raises(ManifestErrors, match=r"NodePool/idc-a100 field spec\.count"):
         plan([str(sim)], str(grid))
+
+
+def test_an_out_folder_that_cannot_be_written_is_refused_before_any_point_runs(tmp_path: Path) -> None:
+    """As `tidegate simulate` refuses it: one line naming --out, no traceback, and nothing run (it was a
+    FileExistsError traceback from the folder's mkdir)."""
+    sim, grid = write(tmp_path, sweep_yaml({"HorizontalPodAutoscaler/hpa.spec.maxReplicas": [2]}))
+    (tmp_path / "file").write_text("not a folder\n")
+    for out, message in (
+        (tmp_path / "file", f"--out {tmp_path / 'file'}: a file, not a folder (the points and sweep.csv"),
+        (tmp_path / "file" / "out", f"--out {tmp_path / 'file' / 'out'}: cannot make the folder: Not a directory"),
+    ):
+        result = CliRunner().invoke(app, ["sweep", str(sim), "--grid", str(grid), "--out", str(out)])
+        assert result.exit_code == 1, result.output
+        assert message in " ".join(result.stderr.split()), result.stderr
+        assert result.exception is None or isinstance(result.exception, SystemExit)
+        assert "Traceback" not in result.output and "points:" not in result.stderr  # no progress: nothing ran

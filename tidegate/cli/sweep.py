@@ -11,6 +11,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table as RichTable
 
 from tidegate.cli.output import fail, warn
+from tidegate.cli.simulate import ready_out
 from tidegate.model.errors import ManifestErrors
 from tidegate.sweep.grid import IDC_GPU_MONTH_PRICE, short_name
 from tidegate.sweep.plan import describe, plan
@@ -47,6 +48,7 @@ def sweep(
     console, err = Console(), Console(stderr=True)
     try:
         ready = plan(paths, str(grid), target, idc_gpu_month_price)
+        ready_out(out, "the points and sweep.csv, .parquet, .json and .html")  # refused before any point runs
     except ManifestErrors as exc:
         fail(err, exc.errors)
         raise typer.Exit(1) from exc
@@ -60,7 +62,6 @@ def sweep(
             err.print(
                 f"[red]point {planned.point.index}[/] ({describe(planned.point.shown)}): {error}", highlight=False
             )
-    out.mkdir(parents=True, exist_ok=True)
     with Progress(
         TextColumn("{task.description}"),
         BarColumn(),
