@@ -6,7 +6,12 @@ from __future__ import annotations
 
 import copy
 import csv
+import importlib.util
 import json
+import os
+import socket
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -309,3 +314,87 @@ def test_an_out_folder_that_cannot_be_written_is_refused_before_any_point_runs(t
         assert message in " ".join(result.stderr.split()), result.stderr
         assert result.exception is None or isinstance(result.exception, SystemExit)
         assert "Traceback" not in result.output and "points:" not in result.stderr  # no progress: nothing ran
+
+
+HEAD = """
+import logging, os, sys
+import ray
+ray.init(num_cpus=1, num_gpus=0, include_dashboard=False, object_store_memory=200 * 1024 * 1024,
+         logging_level=logging.ERROR, log_to_driver=False)
+print(ray.get_runtime_context().gcs_address, flush=True)
+sys.stdin.read()  # until the test closes it
+ray.shutdown()
+"""
+
+
+def _sweep_command(sim: Path, grid: Path, out: Path, *more: str) -> list[str]:
+    return [sys.executable, "-m", "tidegate.cli.main", "sweep", str(sim), "--grid", str(grid), "--out", str(out), *more]
+
+
+def _environment(**more: str) -> dict[str, str]:
+    return {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", **more}
+
+
+def test_address_joins_an_existing_ray_cluster_and_says_what_it_needs_when_it_cannot(tmp_path: Path) -> None:
+    """`--address` runs the points on a cluster someone else started (a separate process here, as `ray start`
+    would be), and leaves it running. Ray's token authentication (on by default for clusters Ray starts since
+    2.5x) is never enabled for an explicit address: without RAY_AUTH_MODE=token the join fails, in one line
+    saying so, not a traceback."""
+    sim, grid = write(tmp_path, sweep_yaml({"HorizontalPodAutoscaler/hpa.spec.maxReplicas": [2, 4]}))
+    head = subprocess.Popen(
+        [sys.executable, "-c", HEAD],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env=_environment(RAY_AUTH_MODE="token"),
+    )
+    try:
+        assert head.stdout is not None
+        address = head.stdout.readline().strip()
+        assert address, "the Ray head did not start"
+        if importlib.util.find_spec("ray._private.authentication") is not None:  # Ray with token authentication
+            refused = subprocess.run(
+                _sweep_command(sim, grid, tmp_path / "refused", "--address", address),
+                capture_output=True,
+                text=True,
+                timeout=300,
+                env=_environment(RAY_AUTH_MODE="disabled"),
+            )
+            assert refused.returncode == 1, refused.stderr
+            text = " ".join(refused.stderr.split())
+            assert f"--address {address}: cannot join the Ray cluster: " in text
+            assert "set RAY_AUTH_MODE=token" in text and "Traceback" not in text
+        done = subprocess.run(
+            _sweep_command(sim, grid, tmp_path / "out", "--address", address),
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env=_environment(RAY_AUTH_MODE="token"),
+        )
+        assert done.returncode == 0, done.stderr
+        assert "2 points: 2 ran, 0 found" in done.stdout
+        assert not (tmp_path / "out" / "ray-logs").exists()  # the cluster is not the sweep's: its logs stay there
+        assert head.poll() is None  # and it is left running
+    finally:
+        head.communicate("", timeout=60)
+
+
+def test_an_address_where_no_ray_answers_is_one_line_at_once(tmp_path: Path) -> None:
+    """Ray retries a GCS address where nothing listens for many minutes (the command seemed to hang): one
+    connection tells, and the sweep stops with one line naming the address."""
+    sim, grid = write(tmp_path, sweep_yaml({"HorizontalPodAutoscaler/hpa.spec.maxReplicas": [2]}))
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = int(s.getsockname()[1])  # closed: nothing listens there
+    done = subprocess.run(
+        _sweep_command(sim, grid, tmp_path / "out", "--address", f"127.0.0.1:{port}"),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=_environment(),
+    )
+    assert done.returncode == 1
+    text = " ".join(done.stderr.split())
+    assert f"--address 127.0.0.1:{port}: no Ray cluster answers at 127.0.0.1:{port} (Connection refused)" in text
+    assert "Traceback" not in text

@@ -83,7 +83,7 @@ def sweep(
 
         try:
             result = run_sweep(ready, out, workers, address, advance)
-        except RayMissing as exc:
+        except RayMissing as exc:  # not installed, or --address cannot be joined
             fail(err, [exc])
             raise typer.Exit(1) from exc
     rows = table(ready, result)
