@@ -398,3 +398,20 @@ def test_an_address_where_no_ray_answers_is_one_line_at_once(tmp_path: Path) -> 
     text = " ".join(done.stderr.split())
     assert f"--address 127.0.0.1:{port}: no Ray cluster answers at 127.0.0.1:{port} (Connection refused)" in text
     assert "Traceback" not in text
+
+
+def test_without_address_the_command_starts_a_local_ray_and_stops_it(tmp_path: Path) -> None:
+    """No cluster to start by hand: the command's own local Ray (`--workers` CPUs) runs the points, and its
+    logs are copied out when it stops (the other tests here run on the module's Ray, which the command uses)."""
+    sim, grid = write(tmp_path, sweep_yaml({"HorizontalPodAutoscaler/hpa.spec.maxReplicas": [2, 4]}))
+    out = tmp_path / "out"
+    done = subprocess.run(
+        _sweep_command(sim, grid, out, "--workers", "1"),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=_environment(),
+    )
+    assert done.returncode == 0, done.stderr
+    assert "2 points: 2 ran, 0 found" in done.stdout and "Traceback" not in done.stderr
+    assert (out / "ray-logs").is_dir() and len(list((out / POINTS_DIR).glob("*.json"))) == 2
