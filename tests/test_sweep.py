@@ -9,6 +9,7 @@ import csv
 import importlib.util
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -195,6 +196,20 @@ def test_six_points_on_ray_equal_direct_simulations(tmp_path: Path, local_ray: N
     answer = json.loads((out / "sweep.json").read_text())["cheapest_meeting_targets"]
     meeting = [r for r in rows if float(r["wait_p95"]) <= 900]
     assert answer["monthly_cost"] == min(float(r["monthly_cost"]) for r in meeting)
+    # the page: the answer's row marked, each point's front marks as the table's, nothing fetched from elsewhere
+    page = (out / "sweep.html").read_text()
+    marked = re.findall(r'<tr class="answer"><td>(\d+)</td>', page)
+    assert marked == [str(answer["point"])] and "The cheapest point meeting wait_p95&lt;=900 is point" in page
+    for r in rows:
+        marks = re.search(
+            rf"<tr(?: class=\"answer\")?><td>{r['point']}</td>.*?<td>([^<]*)</td><td>[^<]*</td></tr>", page
+        )
+        assert marks is not None
+        expected_marks = [
+            m for m, y in (("p95", "wait_p95"), ("GPU-h", "queued_gpu_hours")) if r[f"front_{y}"] == "True"
+        ]
+        assert marks.group(1).split() == expected_marks
+    assert not re.search(r'(?:src|href)="(?!data:)', page)
 
 
 def test_a_second_run_runs_nothing_new(tmp_path: Path, local_ray: None) -> None:
@@ -226,6 +241,8 @@ def test_failing_points_are_reported_and_the_others_kept(tmp_path: Path, local_r
     assert rows[2]["status"] == "failed" and "Workload/w field spec.synthetic.jobsPerDay" in rows[2]["error"]
     assert "folder.yaml" in rows[2]["error"]
     assert "point 2 (" in result.output and "jobsPerDay" in result.output
+    page = (out / "sweep.html").read_text()
+    assert "Points that failed (2)" in page and "no job to replay" in page and "spec.synthetic.jobsPerDay" in page
     assert len(list((out / POINTS_DIR).glob("*.json"))) == 1  # only the point that ran is kept for a resume
 
 
