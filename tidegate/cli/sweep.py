@@ -40,7 +40,12 @@ def sweep(
     ] = None,
     workers: Annotated[int, typer.Option("--workers", min=1, help="CPUs of the local Ray (points at once).")] = 2,
     address: Annotated[
-        str | None, typer.Option("--address", help="An existing Ray cluster to run on (e.g. ray://head:10001, auto).")
+        str | None,
+        typer.Option(
+            "--address",
+            help="An existing Ray cluster to run on (e.g. head:6379, ray://head:10001, auto); one with Ray's "
+            "token authentication (the default of clusters Ray starts) needs RAY_AUTH_MODE=token.",
+        ),
     ] = None,
 ) -> None:
     """Run one simulation per point of a grid (or sample) of field values, on Ray; write the points' table
