@@ -210,6 +210,18 @@ def test_six_points_on_ray_equal_direct_simulations(tmp_path: Path, local_ray: N
         ]
         assert marks.group(1).split() == expected_marks
     assert not re.search(r'(?:src|href)="(?!data:)', page)
+    # --target replaces the grid's targets; run again on the same folder, every point is found, none runs
+    least = min(float(r["queued_gpu_hours"]) for r in rows)
+    again = CliRunner().invoke(
+        app, ["sweep", str(sim), "--grid", str(grid), "--out", str(out), "--target", f"queued_gpu_hours<={least}"]
+    )
+    assert again.exit_code == 0, again.output
+    assert "6 points: 0 ran, 6 found" in again.output
+    written = json.loads((out / "sweep.json").read_text())
+    assert written["targets"] == [f"queued_gpu_hours<={least:g}"]
+    best = written["cheapest_meeting_targets"]
+    fewest = [r for r in rows if float(r["queued_gpu_hours"]) == least]
+    assert best["point"] == int(min(fewest, key=lambda r: (float(r["monthly_cost"]), float(r["wait_p95"])))["point"])
 
 
 def test_a_second_run_runs_nothing_new(tmp_path: Path, local_ray: None) -> None:
