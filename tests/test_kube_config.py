@@ -146,6 +146,7 @@ def test_an_api_server_that_never_answers_is_one_line_an_attempt_and_cycles_stil
         assert [line.split(" (")[1].split(")")[0] for line in lines] == ["1 in a row", "2 in a row", "3 in a row"]
         assert lines[0].endswith("trying again in 1 s") and lines[1].endswith("trying again in 2 s")
         assert f"API server https://127.0.0.1:{port} unreachable: " in lines[2] and "Connection refused" in lines[2]
+        assert "no answer" not in output, output  # refused is not timed out (urllib3's refusal is a timeout class)
         assert time.monotonic() - started >= backoff(1) + backoff(2)  # it waited between attempts
     assert [backoff(n) for n in range(1, 8)] == [1, 2, 4, 8, 16, 30, 30]
 

@@ -6,7 +6,13 @@ from __future__ import annotations
 
 import copy
 import csv
+import importlib.util
 import json
+import os
+import re
+import socket
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -190,6 +196,32 @@ def test_six_points_on_ray_equal_direct_simulations(tmp_path: Path, local_ray: N
     answer = json.loads((out / "sweep.json").read_text())["cheapest_meeting_targets"]
     meeting = [r for r in rows if float(r["wait_p95"]) <= 900]
     assert answer["monthly_cost"] == min(float(r["monthly_cost"]) for r in meeting)
+    # the page: the answer's row marked, each point's front marks as the table's, nothing fetched from elsewhere
+    page = (out / "sweep.html").read_text()
+    marked = re.findall(r'<tr class="answer"><td>(\d+)</td>', page)
+    assert marked == [str(answer["point"])] and "The cheapest point meeting wait_p95&lt;=900 is point" in page
+    for r in rows:
+        marks = re.search(
+            rf"<tr(?: class=\"answer\")?><td>{r['point']}</td>.*?<td>([^<]*)</td><td>[^<]*</td></tr>", page
+        )
+        assert marks is not None
+        expected_marks = [
+            m for m, y in (("p95", "wait_p95"), ("GPU-h", "queued_gpu_hours")) if r[f"front_{y}"] == "True"
+        ]
+        assert marks.group(1).split() == expected_marks
+    assert not re.search(r'(?:src|href)="(?!data:)', page)
+    # --target replaces the grid's targets; run again on the same folder, every point is found, none runs
+    least = min(float(r["queued_gpu_hours"]) for r in rows)
+    again = CliRunner().invoke(
+        app, ["sweep", str(sim), "--grid", str(grid), "--out", str(out), "--target", f"queued_gpu_hours<={least}"]
+    )
+    assert again.exit_code == 0, again.output
+    assert "6 points: 0 ran, 6 found" in again.output
+    written = json.loads((out / "sweep.json").read_text())
+    assert written["targets"] == [f"queued_gpu_hours<={least:g}"]
+    best = written["cheapest_meeting_targets"]
+    fewest = [r for r in rows if float(r["queued_gpu_hours"]) == least]
+    assert best["point"] == int(min(fewest, key=lambda r: (float(r["monthly_cost"]), float(r["wait_p95"])))["point"])
 
 
 def test_a_second_run_runs_nothing_new(tmp_path: Path, local_ray: None) -> None:
@@ -221,6 +253,8 @@ def test_failing_points_are_reported_and_the_others_kept(tmp_path: Path, local_r
     assert rows[2]["status"] == "failed" and "Workload/w field spec.synthetic.jobsPerDay" in rows[2]["error"]
     assert "folder.yaml" in rows[2]["error"]
     assert "point 2 (" in result.output and "jobsPerDay" in result.output
+    page = (out / "sweep.html").read_text()
+    assert "Points that failed (2)" in page and "no job to replay" in page and "spec.synthetic.jobsPerDay" in page
     assert len(list((out / POINTS_DIR).glob("*.json"))) == 1  # only the point that ran is kept for a resume
 
 
@@ -293,3 +327,120 @@ def test_the_base_folder_is_checked_as_simulate_checks_it(tmp_path: Path) -> Non
     sim, grid = write(tmp_path, sweep_yaml({"HorizontalPodAutoscaler/hpa.spec.maxReplicas": [2]}), broken)
     with pytest.raises(ManifestErrors, match=r"NodePool/idc-a100 field spec\.count"):
         plan([str(sim)], str(grid))
+
+
+def test_an_out_folder_that_cannot_be_written_is_refused_before_any_point_runs(tmp_path: Path) -> None:
+    """As `tidegate simulate` refuses it: one line naming --out, no traceback, and nothing run (it was a
+    FileExistsError traceback from the folder's mkdir)."""
+    sim, grid = write(tmp_path, sweep_yaml({"HorizontalPodAutoscaler/hpa.spec.maxReplicas": [2]}))
+    (tmp_path / "file").write_text("not a folder\n")
+    for out, message in (
+        (tmp_path / "file", f"--out {tmp_path / 'file'}: a file, not a folder (the points and sweep.csv"),
+        (tmp_path / "file" / "out", f"--out {tmp_path / 'file' / 'out'}: cannot make the folder: Not a directory"),
+    ):
+        result = CliRunner().invoke(app, ["sweep", str(sim), "--grid", str(grid), "--out", str(out)])
+        assert result.exit_code == 1, result.output
+        assert message in " ".join(result.stderr.split()), result.stderr
+        assert result.exception is None or isinstance(result.exception, SystemExit)
+        assert "Traceback" not in result.output and "points:" not in result.stderr  # no progress: nothing ran
+
+
+HEAD = """
+import logging, os, sys
+import ray
+ray.init(num_cpus=1, num_gpus=0, include_dashboard=False, object_store_memory=200 * 1024 * 1024,
+         logging_level=logging.ERROR, log_to_driver=False)
+print(ray.get_runtime_context().gcs_address, flush=True)
+sys.stdin.read()  # until the test closes it
+ray.shutdown()
+"""
+
+
+def _sweep_command(sim: Path, grid: Path, out: Path, *more: str) -> list[str]:
+    return [sys.executable, "-m", "tidegate.cli.main", "sweep", str(sim), "--grid", str(grid), "--out", str(out), *more]
+
+
+def _environment(**more: str) -> dict[str, str]:
+    return {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", **more}
+
+
+def test_address_joins_an_existing_ray_cluster_and_says_what_it_needs_when_it_cannot(tmp_path: Path) -> None:
+    """`--address` runs the points on a cluster someone else started (a separate process here, as `ray start`
+    would be), and leaves it running. Ray's token authentication (on by default for clusters Ray starts since
+    2.5x) is never enabled for an explicit address: without RAY_AUTH_MODE=token the join fails, in one line
+    saying so, not a traceback."""
+    sim, grid = write(tmp_path, sweep_yaml({"HorizontalPodAutoscaler/hpa.spec.maxReplicas": [2, 4]}))
+    head = subprocess.Popen(
+        [sys.executable, "-c", HEAD],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env=_environment(RAY_AUTH_MODE="token"),
+    )
+    try:
+        assert head.stdout is not None
+        address = head.stdout.readline().strip()
+        assert address, "the Ray head did not start"
+        if importlib.util.find_spec("ray._private.authentication") is not None:  # Ray with token authentication
+            refused = subprocess.run(
+                _sweep_command(sim, grid, tmp_path / "refused", "--address", address),
+                capture_output=True,
+                text=True,
+                timeout=300,
+                env=_environment(RAY_AUTH_MODE="disabled"),
+            )
+            assert refused.returncode == 1, refused.stderr
+            text = " ".join(refused.stderr.split())
+            assert f"--address {address}: cannot join the Ray cluster: " in text
+            assert "set RAY_AUTH_MODE=token" in text and "Traceback" not in text
+        done = subprocess.run(
+            _sweep_command(sim, grid, tmp_path / "out", "--address", address),
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env=_environment(RAY_AUTH_MODE="token"),
+        )
+        assert done.returncode == 0, done.stderr
+        assert "2 points: 2 ran, 0 found" in done.stdout
+        assert not (tmp_path / "out" / "ray-logs").exists()  # the cluster is not the sweep's: its logs stay there
+        assert head.poll() is None  # and it is left running
+    finally:
+        head.communicate("", timeout=60)
+
+
+def test_an_address_where_no_ray_answers_is_one_line_at_once(tmp_path: Path) -> None:
+    """Ray retries a GCS address where nothing listens for many minutes (the command seemed to hang): one
+    connection tells, and the sweep stops with one line naming the address."""
+    sim, grid = write(tmp_path, sweep_yaml({"HorizontalPodAutoscaler/hpa.spec.maxReplicas": [2]}))
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = int(s.getsockname()[1])  # closed: nothing listens there
+    done = subprocess.run(
+        _sweep_command(sim, grid, tmp_path / "out", "--address", f"127.0.0.1:{port}"),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=_environment(),
+    )
+    assert done.returncode == 1
+    text = " ".join(done.stderr.split())
+    assert f"--address 127.0.0.1:{port}: no Ray cluster answers at 127.0.0.1:{port} (Connection refused)" in text
+    assert "Traceback" not in text
+
+
+def test_without_address_the_command_starts_a_local_ray_and_stops_it(tmp_path: Path) -> None:
+    """No cluster to start by hand: the command's own local Ray (`--workers` CPUs) runs the points, and its
+    logs are copied out when it stops (the other tests here run on the module's Ray, which the command uses)."""
+    sim, grid = write(tmp_path, sweep_yaml({"HorizontalPodAutoscaler/hpa.spec.maxReplicas": [2, 4]}))
+    out = tmp_path / "out"
+    done = subprocess.run(
+        _sweep_command(sim, grid, out, "--workers", "1"),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=_environment(),
+    )
+    assert done.returncode == 0, done.stderr
+    assert "2 points: 2 ran, 0 found" in done.stdout and "Traceback" not in done.stderr
+    assert (out / "ray-logs").is_dir() and len(list((out / POINTS_DIR).glob("*.json"))) == 2

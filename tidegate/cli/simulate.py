@@ -75,11 +75,11 @@ def simulate(
     console.print(f"wrote {summary} and {report}", highlight=False)
 
 
-def ready_out(out: Path) -> None:
-    """Make the report folder now, so that one that cannot be written is refused before a simulation runs
-    (ValueError naming it)."""
+def ready_out(out: Path, written: str = "summary.json and report.html") -> None:
+    """Make the output folder now, so that one that cannot be written is refused before a simulation (or a
+    sweep) runs (ValueError naming it and what goes in it)."""
     if out.exists() and not out.is_dir():
-        raise ValueError(f"--out {out}: a file, not a folder (summary.json and report.html are written in it)")
+        raise ValueError(f"--out {out}: a file, not a folder ({written} are written in it)")
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

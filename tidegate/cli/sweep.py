@@ -11,6 +11,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table as RichTable
 
 from tidegate.cli.output import fail, warn
+from tidegate.cli.simulate import ready_out
 from tidegate.model.errors import ManifestErrors
 from tidegate.sweep.grid import IDC_GPU_MONTH_PRICE, short_name
 from tidegate.sweep.plan import describe, plan
@@ -39,7 +40,12 @@ def sweep(
     ] = None,
     workers: Annotated[int, typer.Option("--workers", min=1, help="CPUs of the local Ray (points at once).")] = 2,
     address: Annotated[
-        str | None, typer.Option("--address", help="An existing Ray cluster to run on (e.g. ray://head:10001, auto).")
+        str | None,
+        typer.Option(
+            "--address",
+            help="An existing Ray cluster to run on (e.g. head:6379, ray://head:10001, auto); one with Ray's "
+            "token authentication (the default of clusters Ray starts) needs RAY_AUTH_MODE=token.",
+        ),
     ] = None,
 ) -> None:
     """Run one simulation per point of a grid (or sample) of field values, on Ray; write the points' table
@@ -47,6 +53,7 @@ def sweep(
     console, err = Console(), Console(stderr=True)
     try:
         ready = plan(paths, str(grid), target, idc_gpu_month_price)
+        ready_out(out, "the points and sweep.csv, .parquet, .json and .html")  # refused before any point runs
     except ManifestErrors as exc:
         fail(err, exc.errors)
         raise typer.Exit(1) from exc
@@ -60,7 +67,6 @@ def sweep(
             err.print(
                 f"[red]point {planned.point.index}[/] ({describe(planned.point.shown)}): {error}", highlight=False
             )
-    out.mkdir(parents=True, exist_ok=True)
     with Progress(
         TextColumn("{task.description}"),
         BarColumn(),
@@ -82,7 +88,7 @@ def sweep(
 
         try:
             result = run_sweep(ready, out, workers, address, advance)
-        except RayMissing as exc:
+        except RayMissing as exc:  # not installed, or --address cannot be joined
             fail(err, [exc])
             raise typer.Exit(1) from exc
     rows = table(ready, result)

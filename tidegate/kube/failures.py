@@ -63,13 +63,16 @@ def describe(exc: BaseException) -> str:
         pool = getattr(exc, "pool", None)
         where = f" {pool.scheme}://{pool.host}:{pool.port}" if pool is not None else ""
         reason = exc.reason
-        if isinstance(reason, RequestTimeout):
-            return _line(f"API server{where} unreachable: {_timed_out(reason)}")
+        # A refused connection or an unknown host first: urllib3 makes NewConnectionError a ConnectTimeoutError.
         if isinstance(reason, NewConnectionError):
             why = str(reason).split("Failed to establish a new connection: ")[-1]
+        elif isinstance(reason, RequestTimeout):
+            why = _timed_out(reason)
         else:
             why = str(reason) if reason is not None else str(exc)
         return _line(f"API server{where} unreachable: {why}")
+    if isinstance(exc, NewConnectionError):
+        return _line(f"API server unreachable: {str(exc).split('Failed to establish a new connection: ')[-1]}")
     if isinstance(exc, RequestTimeout):  # a watch's answer that stopped coming
         return _line(f"the API server stopped answering: {_timed_out(exc)}")
     if isinstance(exc, ProtocolError):

@@ -9,6 +9,7 @@ import json
 import logging
 import os
 import shutil
+import socket
 import tempfile
 import time
 import traceback
@@ -30,7 +31,17 @@ RAY_LOGS = "ray-logs"
 
 
 class RayMissing(RuntimeError):
-    """Ray is not installed."""
+    """Ray is not installed, or (RayUnreachable) the cluster `--address` names cannot be joined."""
+
+
+class RayUnreachable(RayMissing):
+    """Nothing answers at `--address`, or the cluster there refused to be joined."""
+
+
+#: How long `--address`'s host may take to accept a connection before the sweep says nothing answers there.
+ADDRESS_PROBE_SECONDS = 5.0
+#: The ports Ray's addresses default to: a GCS (`host`, `host:port`) and a Ray Client server (`ray://host`).
+GCS_PORT, CLIENT_PORT = 6379, 10001
 
 
 @dataclass(slots=True)
@@ -212,7 +223,7 @@ def ray_session(out: Path, workers: int, address: str | None) -> Iterator[Any]:
         return
     os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
     if address:
-        ray.init(address=address, logging_level=logging.ERROR, log_to_driver=False)
+        _join(ray, address)
         try:
             yield ray
         finally:
@@ -239,6 +250,57 @@ def ray_session(out: Path, workers: int, address: str | None) -> Iterator[Any]:
                 shutil.copytree(logs, out / RAY_LOGS, dirs_exist_ok=True, symlinks=True)
     finally:
         shutil.rmtree(temp, ignore_errors=True)
+
+
+def _join(ray: Any, address: str) -> None:
+    """Connect to the cluster at `address`, or raise RayUnreachable saying why in one line. A host:port where
+    nothing listens is found out with one connection first: Ray itself retries it for many minutes."""
+    probe = _probe_target(address)
+    if probe is not None:
+        host, port = probe
+        try:
+            socket.create_connection((host, port), timeout=ADDRESS_PROBE_SECONDS).close()
+        except OSError as exc:
+            why = "no answer in time" if isinstance(exc, TimeoutError) else (exc.strerror or str(exc))
+            raise RayUnreachable(f"--address {address}: no Ray cluster answers at {host}:{port} ({why})") from exc
+    try:
+        ray.init(address=address, logging_level=logging.ERROR, log_to_driver=False)
+    except Exception as exc:  # Ray's ConnectionError, RuntimeError, AuthenticationError, ValueError ...
+        chain: list[BaseException] = []
+        seen: BaseException | None = exc
+        while seen is not None and len(chain) < 8:
+            chain.append(seen)
+            seen = seen.__cause__ or seen.__context__
+        said = " ".join(str(e) for e in chain)
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        hint = ""
+        if "InvalidAuthToken" in said or "authentication token" in said.lower():
+            hint = (
+                ": the cluster asks for its token (Ray's token authentication): set RAY_AUTH_MODE=token, with the "
+                "cluster's token in ~/.ray/auth_token, RAY_AUTH_TOKEN or RAY_AUTH_TOKEN_PATH"
+            )
+        raise RayUnreachable(f"--address {address}: cannot join the Ray cluster: {first}{hint}") from exc
+
+
+def _probe_target(address: str) -> tuple[str, int] | None:
+    """The host and port a Ray address connects to first (`host:port`, `host` for a GCS on 6379,
+    `ray://host[:port]` for a Ray Client server on 10001), or None for what Ray looks up itself (`auto`,
+    `local`, another scheme)."""
+    text = address.strip()
+    default = GCS_PORT
+    if text.startswith("ray://"):
+        text, default = text[len("ray://") :], CLIENT_PORT
+    elif "://" in text or text in ("auto", "local", ""):
+        return None
+    host, _, port = text.rpartition(":") if text.count(":") == 1 or text.startswith("[") else ("", "", "")
+    if not host:
+        host, port = text, ""
+    host = host.strip("[]")
+    if not port:
+        return host, default
+    if not port.isdigit():
+        return None  # Ray's own error says what it makes of it
+    return host, int(port)
 
 
 def _logger(out: Path) -> logging.Logger:
