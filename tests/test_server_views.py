@@ -94,6 +94,7 @@ def test_a_bad_limit_or_continue_token_is_a_400_status(many: TestClient) -> None
     queue_token = many.get("/queues?limit=1").json()["metadata"]["continue"]
     for query, words in (
         ("limit=0", "limit 0 must be between 1 and"),
+        ("limit=abc", "limit 'abc': not an integer"),
         ("continue=not-a-token", "not a continue token"),
         (f"continue={queue_token}", "a token of the Queue list, not of Jobs"),
     ):

@@ -264,7 +264,7 @@ def _listing(kind: str, fields: tuple[str, ...]) -> Callable[..., ListQuery]:
     """The query parameters of a list of `kind` (Kubernetes' names), as a dependency."""
 
     def query(
-        limit: int | None = Query(None, description="At most this many items: a page (a <Kind>List)"),
+        limit: str | None = Query(None, description="At most this many items: a page (a <Kind>List)"),
         token: str = Query("", alias="continue", description="The continue token of the previous page"),
         label_selector: str = Query("", alias="labelSelector", description="e.g. app=llm,tier!=batch"),
         field_selector: str = Query("", alias="fieldSelector", description=f"on {', '.join(fields)}"),

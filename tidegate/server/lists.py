@@ -145,9 +145,13 @@ class ListQuery:
 
 
 def list_query(
-    kind: str, limit: int | None, token: str, label_selector: str, field_selector: str, fields: Sequence[str]
+    kind: str, limit: str | int | None, token: str, label_selector: str, field_selector: str, fields: Sequence[str]
 ) -> ListQuery:
-    """The query of a list of `kind`, checked (400 naming what is wrong)."""
+    """The query of a list of `kind`, checked (400 naming what is wrong, a `limit` that is no integer too)."""
+    if isinstance(limit, str):
+        if not limit.strip().lstrip("+-").isdigit():
+            raise HTTPException(400, f"limit {limit!r}: not an integer")
+        limit = int(limit)
     if limit is not None and not 0 < limit <= MAX_LIMIT:
         raise HTTPException(400, f"limit {limit} must be between 1 and {MAX_LIMIT}")
     try:
