@@ -189,8 +189,9 @@ class FakeCloud:
                 self.core.delete_namespaced_pod(
                     meta["name"],
                     meta["namespace"],
-                    grace_period_seconds=0,
-                    body=client.V1DeleteOptions(preconditions=client.V1Preconditions(uid=meta["uid"])),
+                    body=client.V1DeleteOptions(
+                        grace_period_seconds=0, preconditions=client.V1Preconditions(uid=meta["uid"])
+                    ),
                 )
             except ApiException as exc:
                 if exc.status not in (404, 409):

@@ -6,7 +6,10 @@ at once."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import socket
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -21,7 +24,8 @@ from kubernetes.client.exceptions import ApiException
 
 from tidegate.fleet.spec import ClusterSpec, GpuSpec, NodePoolSpec, PricingSpec
 from tidegate.kube.api import timed
-from tidegate.kube.cloud_member import CloudMember
+from tidegate.kube.cloud_member import CloudMember, NotLeading
+from tidegate.kube.failures import expected
 from tidegate.kube.lease import Lease
 from tidegate.kube.nodeclaims import InstanceState
 
@@ -305,3 +309,347 @@ def test_a_pod_bound_to_a_virtual_node_runs_on_its_instance_and_its_status_comes
     terminated = (world.idc_pod("worker-0") or {})["status"]["containerStatuses"][0]["state"]["terminated"]
     assert terminated["exitCode"] == 0 and terminated["reason"] == "Completed"
     assert len(world.cloud_pods()) == 1  # created once
+
+
+def _phase(pod: dict[str, Any] | None) -> str:
+    return str(((pod or {}).get("status") or {}).get("phase", ""))
+
+
+def test_deletion_propagates_both_ways_with_the_grace_period_and_leaves_no_orphan(world: World) -> None:
+    member = world.member()
+    node = world.ready_instance(member)
+    for name in ("graceful", "forced", "lost"):
+        world.bind(name, node, grace=45)
+    assert settle(member, lambda: len(world.cloud_pods()) == 3)
+    world.cloud.run()
+    assert settle(member, lambda: all(_phase(world.idc_pod(n)) == "Running" for n in ("graceful", "forced", "lost")))
+
+    # the IDC pod deleted with a grace period: the cloud pod gets the same, and once its kubelet has stopped
+    # it (after the preStop hook), the IDC pod's deletion completes, as a kubelet completes it
+    world.idc.delete_namespaced_pod("graceful", world.namespace, grace_period_seconds=45)
+    assert settle(member, lambda: world.cloud_pods()["graceful"]["metadata"].get("deletionTimestamp") is not None)
+    assert world.cloud_pods()["graceful"]["metadata"]["deletionGracePeriodSeconds"] == 45
+    assert world.idc_pod("graceful") is not None  # still terminating: its containers have not stopped
+    assert world.cloud.terminate() == [f"{world.namespace}/graceful"]
+    assert settle(member, lambda: world.idc_pod("graceful") is None)
+
+    # an IDC pod removed at once (grace 0): its cloud pod is an orphan, and goes
+    world.idc.delete_namespaced_pod("forced", world.namespace, grace_period_seconds=0)
+    assert settle(member, lambda: world.cloud_pods().get("forced", {}).get("metadata", {}).get("deletionTimestamp"))
+    world.cloud.terminate()
+    assert settle(member, lambda: "forced" not in world.cloud_pods())
+
+    # the cloud pod deleted in the cloud while its IDC pod runs: the IDC pod fails, saying why, not recreated
+    world.cloud.delete_pod(world.namespace, "lost")
+    assert settle(member, lambda: _phase(world.idc_pod("lost")) == "Failed")
+    status = (world.idc_pod("lost") or {})["status"]
+    assert status["reason"] == "CloudPodLost"
+    assert status["containerStatuses"][0]["state"]["terminated"]["exitCode"] == 137
+    for _ in range(5):
+        member.sync(time.time())
+    assert world.cloud_pods() == {}
+
+
+def test_an_instance_that_goes_fails_its_pods_as_node_lost_and_its_virtual_node_goes(world: World) -> None:
+    member = world.member()
+    node = world.ready_instance(member)
+    world.bind("worker", node)
+    world.bind("leaving", node, grace=30)
+    assert settle(member, lambda: len(world.cloud_pods()) == 2)
+    world.cloud.run()
+    assert settle(member, lambda: _phase(world.idc_pod("worker")) == "Running")
+    world.idc.delete_namespaced_pod("leaving", world.namespace, grace_period_seconds=30)
+    assert settle(member, lambda: world.cloud_pods()["leaving"]["metadata"].get("deletionTimestamp") is not None)
+    # the cloud takes the instance away (its claim and Node go; no kubelet finishes anything)
+    cloud_node = member.instances()[node].cloud_node
+    world.cloud.core.delete_node(cloud_node)
+    assert settle(member, lambda: world.vnode(node) is None)
+    assert member.instances()[node].state is InstanceState.GONE
+    status = (world.idc_pod("worker") or {})["status"]
+    assert status["phase"] == "Failed" and status["reason"] == "NodeLost"
+    assert world.idc_pod("leaving") is None  # its deletion completes: nothing is left to stop
+    assert world.cloud_pods() == {}  # no kubelet would finish them: removed at once
+    member.release(node)
+    assert settle(member, lambda: world.cloud.claims() == [])
+
+
+# -- spot notices -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [("aws-node-termination-handler/spot-itn", "spot-itn-1a2b3c"), ("karpenter.sh/disrupted", "")],
+    ids=["node-termination-handler", "karpenter"],
+)
+def test_an_interruption_notice_shows_and_drain_gives_the_pods_their_grace_period(
+    world: World, key: str, value: str
+) -> None:
+    member = world.member()
+    node = world.ready_instance(member)
+    world.bind("worker", node, grace=100)
+    assert settle(member, lambda: "worker" in world.cloud_pods())
+    world.cloud.run()
+    assert member.notices() == {}
+    before = time.time()
+    world.cloud.taint(member.instances()[node].cloud_node, key, value)
+    assert settle(member, lambda: node in member.notices())
+    assert before - 1 <= member.notices()[node] <= time.time() + 1
+    assert settle(member, lambda: (key, value, "NoSchedule") in _taints(world.vnode(node) or {"spec": {}}))
+    vnode = world.vnode(node) or {}
+    assert "tidegate.io/interruption-noticed-at" in vnode["metadata"]["annotations"]
+
+    # a restarted member reports the notice seen when it was first seen
+    again = world.member()
+    assert settle(again, lambda: node in again.notices())
+    assert abs(again.notices()[node] - member.notices()[node]) <= 1.0
+    member.close()
+
+    assert again.drain(node, 100) == [f"{world.namespace}/worker"]
+    assert (world.vnode(node) or {})["spec"]["unschedulable"] is True
+    assert settle(again, lambda: world.cloud_pods()["worker"]["metadata"].get("deletionTimestamp") is not None)
+    assert world.cloud_pods()["worker"]["metadata"]["deletionGracePeriodSeconds"] == 100
+    world.cloud.terminate()
+    assert world.cloud.graces == {f"{world.namespace}/worker": 100}
+    assert settle(again, lambda: world.idc_pod("worker") is None)
+
+
+# -- the link ------------------------------------------------------------------------------------------
+
+
+def test_a_stopped_cloud_api_server_makes_the_nodes_not_ready_and_its_return_reconciles(world: World) -> None:
+    member = world.member()
+    node = world.ready_instance(member)
+    world.bind("running", node)
+    world.bind("deleted", node, grace=30)
+    assert settle(member, lambda: len(world.cloud_pods()) == 2)
+    world.cloud.run()
+    assert settle(member, lambda: _phase(world.idc_pod("running")) == "Running")
+    server = world.clusters.cloud_server
+    server.stop()
+    try:
+        started = time.monotonic()
+        member.sync(time.time())
+        assert time.monotonic() - started < 3 * TIMEOUT + 5  # fails fast, and does not raise
+        assert not member.reachable and "unreachable" in member.link_error, member.link_error
+        assert settle(member, lambda: _ready(world.vnode(node) or {}) == ("Unknown", "CloudUnreachable"))
+        assert member.instances()[node].state is InstanceState.READY  # what it knew is kept
+        # meanwhile in the IDC: a pod deleted, one bound (nothing reaches the cloud: they wait)
+        world.idc.delete_namespaced_pod("deleted", world.namespace, grace_period_seconds=30)
+        world.bind("new", node)
+        asked = member.provision("p4d-spot")  # an operation waits for the cloud
+        for _ in range(3):
+            member.sync(time.time())
+        assert world.idc_pod("deleted") is not None and _phase(world.idc_pod("new")) == "Pending"
+        assert member.instances()[asked].state is InstanceState.PROVISIONING
+        assert _phase(world.idc_pod("running")) == "Running"
+    finally:
+        server.start()
+        server.wait_ready(world.clusters.cloud)
+
+    def reconciled() -> bool:
+        world.cloud.terminate()  # the kubelet finishes what is deleted
+        world.cloud.run()
+        return (
+            member.reachable
+            and _ready(world.vnode(node) or {})[0] == "True"
+            and world.idc_pod("deleted") is None
+            and _phase(world.idc_pod("new")) == "Running"
+            and len(world.cloud.claims()) == 2
+        )
+
+    assert settle(member, reconciled, 60)
+    assert sorted(world.cloud_pods()) == ["new", "running"]  # nothing lost, nothing twice
+    assert _phase(world.idc_pod("running")) == "Running"
+    assert world.cloud.graces[f"{world.namespace}/deleted"] == 30
+
+
+class Cut:
+    """A loopback TCP relay to an API server that a test can cut (new connections are closed at once, open
+    ones shut) and restore: the cloud's API server is up, but the member cannot reach it."""
+
+    def __init__(self, port: int) -> None:
+        self.target = port
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port: int = self.listener.getsockname()[1]
+        self.up = True
+        self.open: list[socket.socket] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return
+            if not self.up:
+                conn.close()
+                continue
+            upstream = socket.create_connection(("127.0.0.1", self.target))
+            self.open += [conn, upstream]
+            for a, b in ((conn, upstream), (upstream, conn)):
+                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pipe(source: socket.socket, sink: socket.socket) -> None:
+        try:
+            while data := source.recv(65536):
+                sink.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for end in (source, sink):
+                with contextlib.suppress(OSError):
+                    end.shutdown(socket.SHUT_RDWR)
+                end.close()
+
+    def cut(self) -> None:
+        self.up = False
+        for conn in self.open:
+            with contextlib.suppress(OSError):
+                conn.shutdown(socket.SHUT_RDWR)
+            conn.close()
+        self.open = []
+
+    def close(self) -> None:
+        self.cut()
+        self.listener.close()
+
+
+def test_a_cut_link_keeps_what_was_known_and_on_return_takes_what_changed_on_both_sides(
+    world: World, tmp_path: Path
+) -> None:
+    text = world.clusters.cloud.read_text()
+    port = int(text.split("https://127.0.0.1:")[1].split('"')[0])
+    relay = Cut(port)
+    (tmp_path / "cloud").write_text(text.replace(f"127.0.0.1:{port}", f"127.0.0.1:{relay.port}"))
+    member = CloudMember(
+        world.name,
+        CLUSTER,
+        pools(world.name),
+        _client(world.clusters.idc),
+        _client(tmp_path / "cloud"),
+        request_timeout=TIMEOUT,
+    )
+    world.members.append(member)
+    try:
+        node = world.ready_instance(member)
+        for name in ("finishes", "vanishes", "deleted", "stays"):
+            world.bind(name, node)
+        assert settle(member, lambda: len(world.cloud_pods()) == 4)
+        world.cloud.run()
+        names = ("finishes", "vanishes", "deleted", "stays")
+        assert settle(member, lambda: all(_phase(world.idc_pod(n)) == "Running" for n in names))
+        relay.cut()
+        assert settle(member, lambda: not member.reachable)
+        assert settle(member, lambda: _ready(world.vnode(node) or {}) == ("Unknown", "CloudUnreachable"))
+        # meanwhile, on both sides
+        world.cloud.set_phase(world.namespace, "finishes", "Succeeded")
+        world.cloud.delete_pod(world.namespace, "vanishes")
+        world.idc.delete_namespaced_pod("deleted", world.namespace, grace_period_seconds=0)
+        world.bind("bound-meanwhile", node)
+        for _ in range(3):
+            member.sync(time.time())
+        assert _phase(world.idc_pod("finishes")) == "Running" and _phase(world.idc_pod("vanishes")) == "Running"
+        relay.up = True
+
+        def reconciled() -> bool:
+            world.cloud.terminate()
+            world.cloud.run()
+            return (
+                _phase(world.idc_pod("finishes")) == "Succeeded"
+                and _phase(world.idc_pod("vanishes")) == "Failed"
+                and "deleted" not in world.cloud_pods()
+                and _phase(world.idc_pod("bound-meanwhile")) == "Running"
+                and _ready(world.vnode(node) or {})[0] == "True"
+            )
+
+        assert settle(member, reconciled, 60)
+        assert (world.idc_pod("vanishes") or {})["status"]["reason"] == "CloudPodLost"
+        assert sorted(world.cloud_pods()) == ["bound-meanwhile", "finishes", "stays"]
+        assert _phase(world.idc_pod("stays")) == "Running"
+    finally:
+        relay.close()
+
+
+# -- restarts and replicas -----------------------------------------------------------------------------
+
+
+def _vnodes(world: World) -> list[str]:
+    return sorted(
+        n.metadata.name for n in world.idc.list_node(label_selector=f"tidegate.io/cluster={world.name}").items
+    )
+
+
+def test_a_restarted_member_adopts_what_exists_and_leaves_no_orphan_nor_duplicate(world: World) -> None:
+    first = world.member()
+    node = world.ready_instance(first)
+    for name in ("deleted", "finishes", "stays"):
+        world.bind(name, node)
+    assert settle(first, lambda: len(world.cloud_pods()) == 3)
+    world.cloud.run()
+    assert settle(first, lambda: _phase(world.idc_pod("stays")) == "Running")
+    first.close()  # the process ends; while none runs:
+    world.idc.delete_namespaced_pod("deleted", world.namespace, grace_period_seconds=0)
+    world.cloud.set_phase(world.namespace, "finishes", "Succeeded")
+    world.bind("new", node)
+
+    second = world.member(watch=False)  # listing every sync, this time
+
+    def adopted() -> bool:
+        world.cloud.terminate()
+        world.cloud.run()
+        return (
+            "deleted" not in world.cloud_pods()
+            and _phase(world.idc_pod("finishes")) == "Succeeded"
+            and _phase(world.idc_pod("new")) == "Running"
+        )
+
+    assert settle(second, adopted)
+    assert second.instances()[node].state is InstanceState.READY
+    assert _vnodes(world) == [node] and len(world.cloud.claims()) == 1
+    assert sorted(world.cloud_pods()) == ["finishes", "new", "stays"]
+    uids = {p["metadata"]["name"]: p["metadata"]["uid"] for p in world.cloud_pods().values()}
+    assert (world.idc_pod("stays") or {})["metadata"]["annotations"]["tidegate.io/cloud-pod-uid"] == uids["stays"]
+
+
+def test_only_the_lease_holder_acts_and_a_replica_takes_over(world: World) -> None:
+    coordination = client.CoordinationV1Api(config.new_client_from_config(config_file=str(world.clusters.idc)))
+    lock = f"tidegate-cloud-{world.name}"
+    one = world.member(lease=Lease(coordination, "kube-system", lock, "one", duration_seconds=3, renew_seconds=1))
+    two = world.member(lease=Lease(coordination, "kube-system", lock, "two", duration_seconds=3, renew_seconds=1))
+    one.sync(time.time())
+    two.sync(time.time())
+    assert one.leading and not two.leading
+    with pytest.raises(NotLeading):
+        two.provision("p4d-spot")
+    node = world.ready_instance(one)
+    world.bind("worker", node)
+    assert settle(one, lambda: "worker" in world.cloud_pods())
+    for _ in range(3):
+        two.sync(time.time())
+    assert len(world.cloud_pods()) == 1 and not two.leading
+    assert one.lease is not None
+    one.lease.release()  # the holder stops
+    world.cloud.run()
+    assert settle(two, lambda: two.leading and _phase(world.idc_pod("worker")) == "Running")
+    assert len(world.cloud_pods()) == 1 and _vnodes(world) == [node]
+
+
+def test_an_idc_api_server_that_stops_fails_syncs_and_its_return_reconciles(world: World) -> None:
+    member = world.member()
+    node = world.ready_instance(member)
+    world.bind("worker", node)
+    assert settle(member, lambda: "worker" in world.cloud_pods())
+    server = world.clusters.idc_server
+    server.stop()
+    try:
+        with pytest.raises(Exception) as failed:
+            member.sync(time.time())
+        assert expected(failed.value)
+        world.cloud.run()  # the cloud goes on meanwhile
+        world.cloud.set_phase(world.namespace, "worker", "Succeeded")
+    finally:
+        server.start()
+        server.wait_ready(world.clusters.idc)
+    assert settle(member, lambda: _phase(world.idc_pod("worker")) == "Succeeded", 60)
+    assert len(world.cloud_pods()) == 1 and _vnodes(world) == [node]

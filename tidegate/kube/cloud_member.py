@@ -101,6 +101,9 @@ except PackageNotFoundError:  # run from a tree that was not installed
     VERSION = "0"
 
 
+NOT_READ = "not read yet"
+
+
 class NotLeading(RuntimeError):
     """An operation was asked of a member whose process does not hold the lease: another replica acts."""
 
@@ -163,7 +166,7 @@ class CloudMember:
         self._lock = threading.RLock()
         #: Whether the last sync read the cloud's API server, and if not, why.
         self.reachable = False
-        self.link_error = "not read yet"
+        self.link_error = NOT_READ
         #: Whether the last sync acted (it holds the lease, or has none).
         self.leading = lease is None
         self.syncs = 0
@@ -311,7 +314,7 @@ class CloudMember:
                 self._lost_link(describe(exc))
                 self._heartbeat_unreachable(vnodes, now)
                 return
-            if not self.reachable:
+            if not self.reachable and self.link_error != NOT_READ:
                 _log.warning("cloud %s: its API server answers again: reconciling", self.name)
             self.reachable, self.link_error = True, ""
             try:
