@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import itertools
+import os
 import socket
 import threading
 import time
@@ -18,6 +20,8 @@ from typing import Any
 
 import pytest
 from cloud_cluster import FakeCloud
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
 from kube_apiserver import ApiServer, install_nodeclaim_crd, restartable_kube_apiserver
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
@@ -653,3 +657,171 @@ def test_an_idc_api_server_that_stops_fails_syncs_and_its_return_reconciles(worl
         server.wait_ready(world.clusters.idc)
     assert settle(member, lambda: _phase(world.idc_pod("worker")) == "Succeeded", 60)
     assert len(world.cloud_pods()) == 1 and _vnodes(world) == [node]
+
+
+# -- interleavings ---------------------------------------------------------------------------------------
+
+step = st.one_of(
+    st.tuples(st.just("bind"), st.sampled_from([0, 30])),
+    st.tuples(st.just("bind"), st.sampled_from([0, 30])),
+    st.tuples(st.just("delete"), st.integers(0, 9), st.sampled_from([0, 30])),
+    st.tuples(st.just("kubelet"), st.integers(0, 9), st.sampled_from(["Running", "Succeeded", "Failed"])),
+    st.tuples(st.just("delete-in-cloud"), st.integers(0, 9)),
+    st.tuples(st.just("terminate")),
+    st.tuples(st.just("sync")),
+    st.tuples(st.just("sync")),
+    st.tuples(st.just("restart"), st.booleans()),
+    st.tuples(st.just("cut")),
+    st.tuples(st.just("restore")),
+)
+
+
+@pytest.fixture
+def linked(world: World, tmp_path: Path) -> Iterator[tuple[World, Cut, Path]]:
+    """The world, with a relay the test can cut between the member and the cloud."""
+    text = world.clusters.cloud.read_text()
+    port = int(text.split("https://127.0.0.1:")[1].split('"')[0])
+    relay = Cut(port)
+    (tmp_path / "cloud").write_text(text.replace(f"127.0.0.1:{port}", f"127.0.0.1:{relay.port}"))
+    yield world, relay, tmp_path / "cloud"
+    relay.close()
+
+
+_examples = itertools.count()
+
+
+@settings(
+    max_examples=int(os.environ.get("TIDEGATE_CLOUD_EXAMPLES", "15")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(steps=st.lists(step, min_size=10, max_size=30))
+def test_whatever_happens_in_whatever_order_the_two_sides_converge(
+    linked: tuple[World, Cut, Path], steps: list[tuple[Any, ...]]
+) -> None:
+    """Pods bound, deleted (gracefully or at once) in the IDC, run, finished or deleted in the cloud, the
+    kubelets finishing deletions, the member restarted, the link cut and restored, syncs: once the link is
+    back and the cloud's kubelets and the member have caught up, the two sides agree. Every IDC pod not
+    finished has one cloud pod, made once, whose phase it shows; a finished one shows its cloud pod's end or
+    says its cloud pod was lost; no cloud pod outlives its IDC pod; no deletion is left hanging."""
+    world, relay, cloud_config = linked
+    relay.up = True
+    namespace = f"{world.namespace}-{next(_examples)}"
+    world.idc.create_namespace({"metadata": {"name": namespace}})
+    kubelet = FakeCloud(world.clusters.cloud, world.name, namespace)
+
+    def start(watch: bool) -> CloudMember:
+        made = CloudMember(
+            world.name,
+            CLUSTER,
+            pools(world.name),
+            _client(world.clusters.idc),
+            _client(cloud_config),
+            watch=watch,
+            request_timeout=TIMEOUT,
+        )
+        world.members.append(made)
+        return made
+
+    member = start(True)
+    if not world.cloud.claims():
+        world.ready_instance(member)
+    node = (
+        next(name for name, i in member.instances().items() if i.state is InstanceState.READY)
+        if any(i.state is InstanceState.READY for i in member.instances().values())
+        else ""
+    )
+    if not node:
+        assert settle(member, lambda: any(i.state is InstanceState.READY for i in member.instances().values()))
+        node = next(name for name, i in member.instances().items() if i.state is InstanceState.READY)
+    bound: list[str] = []  # IDC pods, in the order bound
+    uids: dict[str, str] = {}
+    #: Pods whose cloud pod the test deleted while their IDC pod may still have run, and the phase the cloud's
+    #: kubelet gave each pod last.
+    vanished: set[str] = set()
+    ended: dict[str, str] = {}
+    for action, *args in steps:
+        if action == "bind":
+            name = f"p{len(bound)}"
+            made = World.bind(replace_namespace(world, namespace), name, node, grace=args[0])
+            bound.append(name)
+            uids[name] = made["metadata"]["uid"]
+        elif action == "delete" and bound:
+            name = bound[args[0] % len(bound)]
+            with contextlib.suppress(ApiException):
+                world.idc.delete_namespaced_pod(name, namespace, grace_period_seconds=args[1])
+        elif action == "kubelet" and bound:
+            name = bound[args[0] % len(bound)]
+            pod = {p["metadata"]["name"]: p for p in kubelet.pods()}.get(name)
+            if pod is not None and not pod["metadata"].get("deletionTimestamp") and name not in ended:
+                kubelet.set_phase(namespace, name, args[1])
+                if args[1] != "Running":
+                    ended[name] = args[1]
+        elif action == "delete-in-cloud" and bound:
+            name = bound[args[0] % len(bound)]
+            with contextlib.suppress(ApiException):
+                kubelet.delete_pod(namespace, name)
+                vanished.add(name)
+        elif action == "terminate":
+            kubelet.terminate()
+        elif action == "sync":
+            member.sync(time.time())
+        elif action == "restart":
+            member.close()
+            member = start(args[0])
+        elif action == "cut":
+            relay.cut()
+        elif action == "restore":
+            relay.up = True
+
+    relay.up = True
+    idc = client.CoreV1Api(_client(world.clusters.idc))
+    event(f"{len(bound)} pods bound")
+    for action, *_ in steps:
+        event(f"step {action}")
+
+    def agreed() -> bool:
+        kubelet.terminate()
+        idc_pods = {p.metadata.name: _doc(p) for p in idc.list_namespaced_pod(namespace).items}
+        cloud_pods = {p["metadata"]["name"]: p for p in kubelet.all_pods()}
+        if not member.reachable or any(p["metadata"].get("deletionTimestamp") for p in idc_pods.values()):
+            return False
+        for name, cloud in cloud_pods.items():
+            idc_pod = idc_pods.get(name)
+            if idc_pod is None or idc_pod["metadata"]["uid"] != cloud["metadata"]["labels"]["tidegate.io/idc-uid"]:
+                return False  # an orphan
+        for name, pod in idc_pods.items():
+            cloud = cloud_pods.get(name)
+            phase = _phase(pod)
+            if phase not in ("Succeeded", "Failed"):
+                if cloud is None or _phase(cloud) != phase:
+                    return False
+                if pod["metadata"].get("annotations", {}).get("tidegate.io/cloud-pod-uid") != cloud["metadata"]["uid"]:
+                    return False
+            elif cloud is not None and _phase(cloud) not in ("Succeeded", "Failed"):
+                return False  # the IDC pod is over: its cloud pod must not run on
+        return True
+
+    assert settle(member, agreed, 30), (steps, vanished, ended)
+    idc_pods = {p.metadata.name: _doc(p) for p in idc.list_namespaced_pod(namespace).items}
+    cloud_pods = {p["metadata"]["name"]: p for p in kubelet.all_pods()}
+    for name, pod in idc_pods.items():
+        assert pod["metadata"]["uid"] == uids[name]
+        status = pod["status"]
+        if name in vanished:  # never made again: failed, unless its end was seen first
+            assert name not in cloud_pods
+            assert (status["phase"] == "Failed" and status.get("reason") == "CloudPodLost") or status[
+                "phase"
+            ] == ended.get(name), (name, status, steps)
+        elif name in ended and name in cloud_pods:
+            assert status["phase"] == ended[name], (name, status, steps)
+        if name in cloud_pods:  # the container states came back with the phase
+            assert status.get("containerStatuses") == cloud_pods[name]["status"].get("containerStatuses") or (
+                status["phase"] in ("Succeeded", "Failed")
+            )
+    member.close()
+
+
+def replace_namespace(world: World, namespace: str) -> World:
+    """The world with another namespace (each example has its own)."""
+    return World(world.clusters, world.name, namespace, world.cloud, world.idc, world.members)
