@@ -10,7 +10,10 @@ import contextlib
 import hashlib
 import itertools
 import os
+import signal
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -22,7 +25,7 @@ import pytest
 from cloud_cluster import FakeCloud
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
-from kube_apiserver import ApiServer, install_nodeclaim_crd, restartable_kube_apiserver
+from kube_apiserver import ApiServer, eventually, install_nodeclaim_crd, restartable_kube_apiserver
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
@@ -657,6 +660,73 @@ def test_an_idc_api_server_that_stops_fails_syncs_and_its_return_reconciles(worl
         server.wait_ready(world.clusters.idc)
     assert settle(member, lambda: _phase(world.idc_pod("worker")) == "Succeeded", 60)
     assert len(world.cloud_pods()) == 1 and _vnodes(world) == [node]
+
+
+# -- tidegate kube --------------------------------------------------------------------------------------
+
+
+def test_tidegate_kube_with_a_cloud_schedules_a_pod_on_a_virtual_node_that_runs_it_in_the_cloud(
+    world: World, tmp_path: Path
+) -> None:
+    (tmp_path / "fleet").mkdir()
+    (tmp_path / "fleet" / "fleet.yaml").write_text(
+        f"""apiVersion: tidegate.io/v1alpha1
+kind: Cluster
+metadata: {{name: {world.name}}}
+spec: {{type: cloud, provider: aws, region: us-east-1, latencyMs: 2}}
+---
+apiVersion: tidegate.io/v1alpha1
+kind: NodePool
+metadata: {{name: p4d-spot}}
+spec:
+  cluster: {world.name}
+  gpu: {{product: NVIDIA-A100-SXM4-40GB, count: 8, memoryMiB: 40960}}
+  cpu: "96"
+  memory: 1152Gi
+  pricing: {{model: spot}}
+"""
+    )
+    asker = world.member()  # as the fleet will ask for it
+    asker.sync(time.time())
+    instance = asker.provision("p4d-spot")
+    asker.close()
+    world.cloud.provision()
+    custom = client.CustomObjectsApi(config.new_client_from_config(config_file=str(world.clusters.idc)))
+    queue = {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue", "metadata": {"name": "default"}}
+    with contextlib.suppress(ApiException):  # another test made it
+        custom.create_cluster_custom_object(
+            "scheduling.volcano.sh", "v1beta1", "queues", {**queue, "spec": {"weight": 1}}
+        )
+    world.idc.create_namespaced_pod(
+        world.namespace,
+        {
+            "metadata": {"name": "burst"},
+            "spec": {
+                "schedulerName": "volcano",
+                "tolerations": [{"key": "cloud.provider", "operator": "Exists", "effect": "NoSchedule"}],
+                "containers": [{"name": "main", "image": "train", "resources": {"limits": {"nvidia.com/gpu": "8"}}}],
+            },
+        },
+    )
+    log = tmp_path / "kube.log"
+    command = [
+        *(sys.executable, "-m", "tidegate.cli.main", "kube", "--kubeconfig", str(world.clusters.idc)),
+        *("--fleet", str(tmp_path / "fleet"), "--cloud", f"{world.name}={world.clusters.cloud}"),
+        *("--period", "0.3", "--request-timeout", "2s"),
+    ]
+    with log.open("w") as output:
+        process = subprocess.Popen(command, stdout=output, stderr=subprocess.STDOUT)
+    try:
+        assert eventually(lambda: "burst" in world.cloud_pods(), 60), log.read_text()
+        assert (world.idc_pod("burst") or {})["spec"]["nodeName"] == instance  # tidegate bound it to the virtual node
+        world.cloud.run()
+        assert eventually(lambda: _phase(world.idc_pod("burst")) == "Running", 30), log.read_text()
+    finally:
+        process.send_signal(signal.SIGTERM)
+        stopped = process.wait(timeout=30)
+    text = log.read_text()
+    assert stopped == 0, text
+    assert f"cloud {world.name} (pools p4d-spot)" in text and "Traceback" not in text
 
 
 # -- interleavings ---------------------------------------------------------------------------------------

@@ -14,7 +14,8 @@ from rich.console import Console
 
 from tidegate.cli.output import fail, warn
 from tidegate.fleet.burst import Burst
-from tidegate.model.errors import FieldError
+from tidegate.fleet.spec import ClusterSpec, NodePoolSpec
+from tidegate.model.errors import FieldError, ManifestErrors
 from tidegate.model.manifests import go_duration, load_manifests
 from tidegate.model.objects import SchedulerConfiguration
 from tidegate.scheduler.admission import admission_errors
@@ -37,6 +38,17 @@ def request_timeout_seconds(value: str | float) -> float:
             f"{value!r}: a whole number of seconds, or a number with its unit (e.g. 30s, 2m, 500ms); 0 for no limit"
         )
     return seconds
+
+
+def cloud_option(value: str) -> tuple[str, str, str | None]:
+    """`--cloud NAME=KUBECONFIG[,context=CONTEXT]`: the cloud cluster's name in the --fleet folder, the kubeconfig
+    that reaches its API server, and the context to use (default: the kubeconfig's current-context). Raises
+    BadParameter."""
+    name, sep, rest = value.partition("=")
+    path, _, option = rest.partition(",context=")
+    if not sep or not name.strip() or not path.strip() or ("," in rest and not option):
+        raise typer.BadParameter(f"{value!r}: NAME=KUBECONFIG or NAME=KUBECONFIG,context=CONTEXT")
+    return name.strip(), path.strip(), option.strip() or None
 
 
 def kube(
@@ -81,6 +93,23 @@ def kube(
             "answer, as kubectl's (30s, 1m; 0: no limit). A watch waits its own 60 s longer.",
         ),
     ] = 30.0,
+    fleet: Annotated[
+        str | None,
+        typer.Option(
+            "--fleet",
+            metavar="FOLDER",
+            help="A simulation folder (or file) whose Cluster and NodePool manifests declare the clouds --cloud names.",
+        ),
+    ] = None,
+    clouds: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--cloud",
+            metavar="NAME=KUBECONFIG[,context=CONTEXT]",
+            help="Run the cloud cluster NAME (a Cluster of --fleet) as a member of this one: its instances as virtual "
+            "nodes, their pods run there (repeatable; docs/kube.md).",
+        ),
+    ] = None,
     metrics_port: Annotated[
         int,
         typer.Option(
@@ -96,9 +125,10 @@ def kube(
     try:  # the Kubernetes client is an extra, and loads only here
         from kubernetes import client
 
-        from tidegate.kube.api import KubeApi
+        from tidegate.kube.api import KubeApi, timed
+        from tidegate.kube.cloud_member import CloudMember
         from tidegate.kube.failures import backoff, describe, expected
-        from tidegate.kube.kubeconfig import KubeconfigError
+        from tidegate.kube.kubeconfig import KubeconfigError, api_client
         from tidegate.kube.lease import Lease
         from tidegate.kube.metrics import CycleLatency, Heartbeat, serve_metrics
         from tidegate.kube.scheduler import ClusterScheduler
@@ -123,10 +153,37 @@ def kube(
             raise typer.Exit(1)
         configuration = ms.configurations[0]
     try:
+        wanted = [cloud_option(value) for value in clouds or ()]
+    except typer.BadParameter as exc:
+        fail(err, [f"--cloud {exc}"])
+        raise typer.Exit(1) from exc
+    fleet_clusters, fleet_pools = _fleet(fleet, wanted, err)
+    try:
         api = KubeApi(kubeconfig, context, watch, request_timeout)
     except KubeconfigError as exc:
         fail(err, [exc])
         raise typer.Exit(1) from exc
+    members: list[CloudMember] = []
+    for name, path, cloud_context in wanted:
+        try:
+            cloud_api = timed(api_client(path, cloud_context), request_timeout)
+            members.append(
+                CloudMember(
+                    name,
+                    fleet_clusters[name],
+                    fleet_pools,
+                    api.client,
+                    cloud_api,
+                    watch=watch,
+                    request_timeout=request_timeout,
+                )
+            )
+        except (KubeconfigError, ValueError) as exc:
+            api.close()
+            for member in members:
+                member.close()
+            fail(err, [f"--cloud {name}: {exc}"])
+            raise typer.Exit(1) from exc
     burst = Burst(burst_queue, burst_after) if burst_queue else None
     scheduler = ClusterScheduler(api, configuration, scheduler_name, burst)
     lease = None
@@ -145,6 +202,12 @@ def kube(
         f"tidegate: scheduling pods of schedulerName {scheduler_name} on {api.host}, a cycle every {period:g} s",
         highlight=False,
     )
+    for member in members:
+        pools = ", ".join(sorted(member.pools))
+        console.print(
+            f"tidegate: cloud {member.name} (pools {pools}) on {member.cloud.host}, its instances as virtual nodes",
+            highlight=False,
+        )
     done, led, failures = 0, False, 0
     signal.signal(signal.SIGTERM, _stop)  # the kubelet stops a pod with SIGTERM: release the lease first
     try:
@@ -181,6 +244,13 @@ def kube(
                     failure = describe(exc)
                     if not expected(exc):  # tidegate's own failure: its traceback, once an attempt
                         logging.getLogger("tidegate.kube").exception("cycle failed")
+            for member in members if not failure else ():  # the IDC's API server away: said once, above
+                try:
+                    member.sync(time.time())
+                except Exception as exc:  # the next period tries again
+                    err.print(f"cloud {member.name}: sync failed: {describe(exc)}", highlight=False)
+                    if not expected(exc):
+                        logging.getLogger("tidegate.kube").exception("cloud %s: sync failed", member.name)
             done += 1
             failures = failures + 1 if failure else 0
             if failure:  # one line an attempt, and a wait that doubles while they fail
@@ -196,7 +266,48 @@ def kube(
     finally:
         if lease is not None:
             lease.release()
+        for member in members:
+            member.close()
         api.close()
+
+
+def _fleet(
+    folder: str | None, clouds: list[tuple[str, str, str | None]], err: Console
+) -> tuple[dict[str, ClusterSpec], dict[str, NodePoolSpec]]:
+    """The Clusters and NodePools of --fleet, checked against --cloud (each names a cloud Cluster). Exits 1 saying
+    why when they do not agree."""
+    if not clouds:
+        if folder is not None:
+            fail(err, ["--fleet: give the clouds to run with --cloud NAME=KUBECONFIG"])
+            raise typer.Exit(1)
+        return {}, {}
+    if folder is None:
+        fail(err, ["--cloud: give the folder declaring its Cluster and NodePools with --fleet"])
+        raise typer.Exit(1)
+    from tidegate.sim.loader import load_simulation
+
+    try:
+        sim = load_simulation([folder])
+    except ManifestErrors as exc:
+        fail(err, exc.errors)
+        raise typer.Exit(1) from exc
+    warn(err, sim.warnings)
+    problems = []
+    named = [name for name, _, _ in clouds]
+    for name in named:
+        cluster = sim.clusters.get(name)
+        if cluster is None:
+            known = ", ".join(n for n, c in sorted(sim.clusters.items()) if c.type == "cloud") or "none"
+            problems.append(f"--cloud {name}: no Cluster {name} in {folder} (its clouds: {known})")
+        elif cluster.type != "cloud":
+            problems.append(f"--cloud {name}: Cluster {name} is of type {cluster.type}, not cloud")
+        elif not any(pool.cluster == name for pool in sim.pools.values()):
+            problems.append(f"--cloud {name}: no NodePool of cluster {name} in {folder}")
+    problems += [f"--cloud {name}: given twice" for name in sorted({n for n in named if named.count(n) > 1})]
+    if problems:
+        fail(err, problems)
+        raise typer.Exit(1)
+    return sim.clusters, sim.pools
 
 
 def _stop(signum: int, frame: object) -> None:
