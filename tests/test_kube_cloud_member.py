@@ -440,6 +440,10 @@ def test_a_stopped_cloud_api_server_makes_the_nodes_not_ready_and_its_return_rec
         assert not member.reachable and "unreachable" in member.link_error, member.link_error
         assert settle(member, lambda: _ready(world.vnode(node) or {}) == ("Unknown", "CloudUnreachable"))
         assert member.instances()[node].state is InstanceState.READY  # what it knew is kept
+        late = world.member()  # one started during the outage knows the instance by its virtual node
+        late.sync(time.time())
+        assert not late.reachable and late.instances()[node].state is InstanceState.READY
+        late.close()
         # meanwhile in the IDC: a pod deleted, one bound (nothing reaches the cloud: they wait)
         world.idc.delete_namespaced_pod("deleted", world.namespace, grace_period_seconds=30)
         world.bind("new", node)

@@ -313,6 +313,7 @@ class CloudMember:
                     raise
                 self._lost_link(describe(exc))
                 self._heartbeat_unreachable(vnodes, now)
+                self._known_from(vnodes)
                 return
             if not self.reachable and self.link_error != NOT_READ:
                 _log.warning("cloud %s: its API server answers again: reconciling", self.name)
@@ -517,6 +518,21 @@ class CloudMember:
         if patch:
             with self._write(f"heartbeat of virtual node {name}", cloud=False):
                 self.idc.patch_node_status(name, {"status": patch})
+
+    def _known_from(self, vnodes: dict[str, dict[str, Any]]) -> None:
+        """While the cloud cannot be reached, instances it has not told of yet (a member started during an
+        outage) are known by their virtual nodes: ready, as they were when last registered."""
+        for name, vnode in vnodes.items():
+            pool = _labels(vnode).get(POOL_LABEL, "")
+            if name in self._instances or pool not in self.pools:
+                continue
+            annotations = _meta(vnode).get("annotations") or {}
+            noticed = seconds(str(annotations.get(NOTICED_ANNOTATION, "")))
+            cordoned = bool((vnode.get("spec") or {}).get("unschedulable"))
+            releasing = name in self._releasing
+            self._instances[name] = Instance(name, pool, InstanceState.READY, "", noticed, cordoned, releasing)
+            if noticed is not None:
+                self._noticed.setdefault(name, noticed)
 
     def _heartbeat_unreachable(self, vnodes: dict[str, dict[str, Any]], now: float) -> None:
         """The cloud cannot be reached: every virtual node Ready Unknown, saying why."""
