@@ -172,7 +172,7 @@ def kube(
                     name,
                     fleet_clusters[name],
                     fleet_pools,
-                    api.client,
+                    timed(api_client(kubeconfig, context), request_timeout),  # its own connections
                     cloud_api,
                     watch=watch,
                     request_timeout=request_timeout,

@@ -615,6 +615,7 @@ class CloudMember:
 
     def _create(self, pod: dict[str, Any], instance: Instance) -> None:
         namespace, _, name = key(pod).partition("/")
+        made: dict[str, Any] | None = None
         with self._write(f"creating cloud pod {key(pod)}", cloud=True):
             if namespace not in self._namespaces:
                 self.cloud.ensure_namespace(namespace)
