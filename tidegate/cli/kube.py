@@ -182,7 +182,9 @@ def kube(
             api.close()
             for member in members:
                 member.close()
-            fail(err, [f"--cloud {name}: {exc}"])
+            # the kubeconfig's messages name the IDC's options: here it is the cloud's file and context
+            said = str(exc).replace("--kubeconfig ", "kubeconfig ", 1).replace("--context ", "context ", 1)
+            fail(err, [f"--cloud {name}: {said}"])
             raise typer.Exit(1) from exc
     burst = Burst(burst_queue, burst_after) if burst_queue else None
     scheduler = ClusterScheduler(api, configuration, scheduler_name, burst)
