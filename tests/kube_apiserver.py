@@ -189,18 +189,20 @@ def _wait_ready(core: client.CoreV1Api, apiserver: subprocess.Popen[bytes], tmp:
     raise RuntimeError(f"kube-apiserver was not ready within 60 s: {last!r}")
 
 
-def _crd(plural: str, kind: str, scope: str) -> dict[str, object]:
+def _crd(
+    plural: str, kind: str, scope: str, group: str = "scheduling.volcano.sh", version: str = "v1beta1"
+) -> dict[str, object]:
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
-        "metadata": {"name": f"{plural}.scheduling.volcano.sh"},
+        "metadata": {"name": f"{plural}.{group}"},
         "spec": {
-            "group": "scheduling.volcano.sh",
+            "group": group,
             "scope": scope,
             "names": {"plural": plural, "singular": kind.lower(), "kind": kind},
             "versions": [
                 {
-                    "name": "v1beta1",
+                    "name": version,
                     "served": True,
                     "storage": True,
                     "subresources": {"status": {}},
@@ -211,16 +213,29 @@ def _crd(plural: str, kind: str, scope: str) -> dict[str, object]:
     }
 
 
-def _install_volcano_crds(ext: client.ApiextensionsV1Api) -> None:
-    for plural, kind, scope in (("queues", "Queue", "Cluster"), ("podgroups", "PodGroup", "Namespaced")):
-        ext.create_custom_resource_definition(_crd(plural, kind, scope))
+def _install_crds(ext: client.ApiextensionsV1Api, crds: list[dict[str, object]]) -> None:
+    """Create the CRDs and wait until each is established."""
+    for crd in crds:
+        ext.create_custom_resource_definition(crd)
     deadline = time.monotonic() + 30
-    for plural in ("queues", "podgroups"):
+    for crd in crds:
+        name = crd["metadata"]["name"]  # type: ignore[index]
         while True:
-            crd = ext.read_custom_resource_definition(f"{plural}.scheduling.volcano.sh")
-            conditions = crd.status.conditions or []
+            read = ext.read_custom_resource_definition(name)
+            conditions = read.status.conditions or []
             if any(c.type == "Established" and c.status == "True" for c in conditions):
                 break
             if time.monotonic() > deadline:
-                raise RuntimeError(f"CRD {plural} not established")
+                raise RuntimeError(f"CRD {name} not established")
             time.sleep(0.2)
+
+
+def _install_volcano_crds(ext: client.ApiextensionsV1Api) -> None:
+    _install_crds(ext, [_crd("queues", "Queue", "Cluster"), _crd("podgroups", "PodGroup", "Namespaced")])
+
+
+def install_nodeclaim_crd(kubeconfig: Path) -> None:
+    """Karpenter's NodeClaim (karpenter.sh/v1, cluster-scoped; a minimal schema keeping every field), as a cloud
+    cluster provisioning by NodeClaims has it."""
+    api = config.new_client_from_config(config_file=str(kubeconfig))
+    _install_crds(client.ApiextensionsV1Api(api), [_crd("nodeclaims", "NodeClaim", "Cluster", "karpenter.sh", "v1")])

@@ -213,3 +213,59 @@ def test_leader_election_against_an_api_server_that_never_answers_says_so(tmp_pa
     lines = [line for line in output.splitlines() if line.startswith("cycle failed")]
     assert code == 1 and len(lines) == 2 and "Traceback" not in output, output
     assert "leader election: API server https://127.0.0.1:" in lines[0]
+
+
+FLEET = """apiVersion: tidegate.io/v1alpha1
+kind: Cluster
+metadata: {name: idc}
+spec: {type: idc}
+---
+apiVersion: tidegate.io/v1alpha1
+kind: Cluster
+metadata: {name: aws}
+spec: {type: cloud, provider: aws}
+---
+apiVersion: tidegate.io/v1alpha1
+kind: Cluster
+metadata: {name: gcp}
+spec: {type: cloud, provider: gcp}
+---
+apiVersion: tidegate.io/v1alpha1
+kind: NodePool
+metadata: {name: p4d}
+spec: {cluster: aws, gpu: {product: A100, count: 8}}
+"""
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--cloud", "aws={cloud}"], "--cloud: give the folder declaring its Cluster and NodePools with --fleet"),
+        (["--scenario", "burst"], "--scenario needs --fleet FOLDER"),
+        (["--fleet", "{fleet}", "--scenario", "ghost"], "no Scenario 'ghost'; the folder has none"),
+        (["--fleet", "{fleet}", "--cloud", "aws"], "--cloud 'aws': NAME=KUBECONFIG or NAME=KUBECONFIG,context=CONTEXT"),
+        (
+            ["--fleet", "{fleet}", "--cloud", "azure={cloud}"],
+            "--cloud azure: no Cluster azure in {fleet} (its clouds: aws, gcp)",
+        ),
+        (["--fleet", "{fleet}", "--cloud", "idc={cloud}"], "--cloud idc: Cluster idc is of type idc, not cloud"),
+        (["--fleet", "{fleet}", "--cloud", "gcp={cloud}"], "--cloud gcp: no NodePool of cluster gcp in {fleet}"),
+        (["--fleet", "{fleet}", "--cloud", "aws={cloud}", "--cloud", "aws={cloud}"], "--cloud aws: given twice"),
+        (
+            ["--fleet", "{fleet}", "--cloud", "aws={cloud},context=nope"],
+            "--cloud aws: kubeconfig {cloud}: context nope: no such context (contexts: t)",
+        ),
+        (["--fleet", "{fleet}", "--cloud", "aws={fleet}/none"], "--cloud aws: kubeconfig {fleet}/none: no such file"),
+    ],
+)
+def test_the_clouds_of_tidegate_kube_are_checked_before_anything_runs(
+    tmp_path: Path, args: list[str], message: str
+) -> None:
+    (tmp_path / "fleet").mkdir()
+    _write(tmp_path / "fleet" / "fleet.yaml", FLEET)
+    idc = _write(tmp_path / "idc", _kubeconfig(f"https://127.0.0.1:{_free_port()}"))
+    cloud = _write(tmp_path / "cloud", _kubeconfig(f"https://127.0.0.1:{_free_port()}"))
+    names = {"fleet": str(tmp_path / "fleet"), "cloud": str(cloud)}
+    code, output = _kube("--kubeconfig", str(idc), "--cycles", "1", *(arg.format(**names) for arg in args))
+    assert code == 1 and message.format(**names) in " ".join(output.split()), output
+    assert "cycle" not in output  # refused before a cycle ran

@@ -3,6 +3,7 @@ FOLDER`): its node pools, the HPAs sizing them, the chosen Scenario's quotas, bu
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -11,7 +12,7 @@ import typer
 from tidegate.autoscale.hpa import HPASpec
 from tidegate.fleet.burst import Burst
 from tidegate.fleet.pool import Pool
-from tidegate.fleet.spec import BudgetSpec
+from tidegate.fleet.spec import BudgetSpec, ClusterSpec
 from tidegate.model.errors import ManifestError
 from tidegate.model.manifests import ManifestSet
 from tidegate.sim.loader import simulation_input
@@ -31,7 +32,7 @@ _LINKS = {
 
 @dataclass(frozen=True)
 class ServedFleet:
-    """What `tidegate serve` runs of a simulation folder besides its nodes and queues."""
+    """What `tidegate serve` (or `tidegate kube`) runs of a simulation folder besides its nodes and queues."""
 
     pools: list[Pool] = field(default_factory=list)
     hpas: list[HPASpec] = field(default_factory=list)
@@ -44,13 +45,18 @@ class ServedFleet:
     #: What loading the folder warned of: its manifests', and a simulation folder's own (HPAs, spot notices,
     #: job templates), each once, as `tidegate simulate` prints them.
     warnings: list[ManifestError] = field(default_factory=list)
+    #: The folder's Clusters, by name.
+    clusters: dict[str, ClusterSpec] = field(default_factory=dict)
 
 
-def served_fleet(ms: ManifestSet, scenario: str | None, host: Literal["serve", "kube"] = "serve") -> ServedFleet:
+def served_fleet(
+    ms: ManifestSet, scenario: str | None, host: Literal["serve", "kube"] = "serve", keep_clouds: Collection[str] = ()
+) -> ServedFleet:
     """A loaded folder's fleet as served live: for a simulation folder (checked as `tidegate simulate` checks
-    it) node pools (IDC pools' nodes at once, cloud pools sized by their HPAs), the chosen Scenario's quotas
-    (static quotas rewrite `ms.queues`), cloud burst and budget. A folder of Nodes alone gives no pools.
-    Raises ManifestErrors or BadParameter."""
+    it) node pools (IDC pools' nodes at once, cloud pools sized by their HPAs; without burst only the pools
+    of the `keep_clouds` clusters, whose instances exist whether or not jobs burst), the chosen Scenario's
+    quotas (static quotas rewrite `ms.queues`), cloud burst and budget. A folder of Nodes alone gives no
+    pools. Raises ManifestErrors or BadParameter."""
     if not any(s.kind in ("Cluster", "NodePool") for s in ms.skipped):
         if scenario is not None:
             raise typer.BadParameter("the folder has no NodePools: --scenario needs a simulation folder")
@@ -64,7 +70,7 @@ def served_fleet(ms: ManifestSet, scenario: str | None, host: Literal["serve", "
     ms.jobs = [job for job in ms.jobs if job.name not in templates]  # a Workload's policy template, not a job
     notes = [] if name else ["no bursting Scenario (choose one with --scenario): IDC pools only, elastic quotas"]
     if not chosen.burst.enabled:
-        pools = [pool for pool in pools if not pool.is_cloud]
+        pools = [pool for pool in pools if not pool.is_cloud or pool.cluster_name in keep_clouds]
     for pool in pools:
         if pool.spec.interruption is not None or pool.spec.pricing.model == "spot":
             notes.append(f"NodePool {pool.name}: spot interruptions are not drawn live; {_NOTICES[host]}")
@@ -73,9 +79,9 @@ def served_fleet(ms: ManifestSet, scenario: str | None, host: Literal["serve", "
     if chosen.budget is not None and not chosen.burst.enabled:
         notes.append(f"scenario {name}: its budget is not served without burst (no cloud spend to count)")
     if not chosen.burst.enabled:
-        return ServedFleet(pools, [], None, None, name, notes, inp.warnings)
+        return ServedFleet(pools, [], None, None, name, notes, inp.warnings, inp.clusters)
     burst = Burst(chosen.burst.queue, chosen.burst.after_seconds)
-    return ServedFleet(pools, list(inp.hpas), burst, chosen.budget, name, notes, inp.warnings)
+    return ServedFleet(pools, list(inp.hpas), burst, chosen.budget, name, notes, inp.warnings, inp.clusters)
 
 
 def _scenario(scenarios: dict[str, ScenarioSpec], wanted: str | None) -> tuple[str, ScenarioSpec]:

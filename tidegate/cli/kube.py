@@ -7,6 +7,8 @@ import signal
 import socket
 import time
 import uuid
+from collections.abc import Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -43,6 +45,17 @@ def request_timeout_seconds(value: str | float) -> float:
     return seconds
 
 
+def cloud_option(value: str) -> tuple[str, str, str | None]:
+    """`--cloud NAME=KUBECONFIG[,context=CONTEXT]`: the cloud cluster's name in the --fleet folder, the kubeconfig
+    that reaches its API server, and the context to use (default: the kubeconfig's current-context). Raises
+    BadParameter."""
+    name, sep, rest = value.partition("=")
+    path, _, option = rest.partition(",context=")
+    if not sep or not name.strip() or not path.strip() or ("," in rest and not option):
+        raise typer.BadParameter(f"{value!r}: NAME=KUBECONFIG or NAME=KUBECONFIG,context=CONTEXT")
+    return name.strip(), path.strip(), option.strip() or None
+
+
 def kube(
     kubeconfig: Annotated[
         str | None,
@@ -73,8 +86,9 @@ def kube(
         str | None,
         typer.Option(
             "--fleet",
+            metavar="FOLDER",
             help="A simulation folder whose cloud pools, HPAs, burst and budget (of --scenario) tidegate runs: "
-            "it registers the pools' virtual nodes (see docs/kube.md).",
+            "it registers the pools' virtual nodes, or asks a --cloud member for them (see docs/kube.md).",
         ),
     ] = None,
     scenario: Annotated[
@@ -96,6 +110,15 @@ def kube(
             "answer, as kubectl's (30s, 1m; 0: no limit). A watch waits its own 60 s longer.",
         ),
     ] = 30.0,
+    clouds: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--cloud",
+            metavar="NAME=KUBECONFIG[,context=CONTEXT]",
+            help="Run the cloud cluster NAME (a cloud Cluster of --fleet) as a member of this one: its pools' "
+            "instances as virtual nodes, their pods run there (repeatable; docs/kube.md).",
+        ),
+    ] = None,
     metrics_port: Annotated[
         int,
         typer.Option(
@@ -111,9 +134,10 @@ def kube(
     try:  # the Kubernetes client is an extra, and loads only here
         from kubernetes import client
 
-        from tidegate.kube.api import KubeApi
+        from tidegate.kube.api import KubeApi, timed
+        from tidegate.kube.cloud_member import CloudMember
         from tidegate.kube.failures import backoff, describe, expected
-        from tidegate.kube.kubeconfig import KubeconfigError
+        from tidegate.kube.kubeconfig import KubeconfigError, api_client
         from tidegate.kube.lease import Lease
         from tidegate.kube.metrics import CycleLatency, Heartbeat, serve_metrics
         from tidegate.kube.scheduler import ClusterScheduler
@@ -138,21 +162,56 @@ def kube(
             raise typer.Exit(1)
         configuration = ms.configurations[0]
     try:
-        api = KubeApi(kubeconfig, context, watch, request_timeout)
-    except KubeconfigError as exc:
-        fail(err, [exc])
+        wanted = [cloud_option(value) for value in clouds or ()]
+    except typer.BadParameter as exc:
+        fail(err, [f"--cloud {exc}"])
         raise typer.Exit(1) from exc
     burst = Burst(burst_queue, burst_after) if burst_queue else None
     fleet = None
     if fleet_folder is not None:
         try:
-            fleet = kube_fleet(fleet_folder, scenario, burst)
+            fleet = kube_fleet(fleet_folder, scenario, burst, [name for name, _, _ in wanted])
         except (ValueError, typer.BadParameter, ManifestErrors) as exc:
             fail(err, exc.errors if isinstance(exc, ManifestErrors) else [exc])
             raise typer.Exit(1) from exc
+    elif wanted:
+        fail(err, ["--cloud: give the folder declaring its Cluster and NodePools with --fleet"])
+        raise typer.Exit(1)
     elif scenario is not None:
         fail(err, ["--scenario needs --fleet FOLDER"])
         raise typer.Exit(1)
+    try:
+        api = KubeApi(kubeconfig, context, watch, request_timeout)
+    except KubeconfigError as exc:
+        fail(err, [exc])
+        raise typer.Exit(1) from exc
+    members: list[CloudMember] = []
+    for name, path, cloud_context in wanted:
+        assert fleet is not None
+        specs = {pool.name: pool.spec for pool in fleet.pools if pool.cluster_name == name}
+        try:
+            cloud_api = timed(api_client(path, cloud_context), request_timeout)
+            members.append(
+                CloudMember(
+                    name,
+                    next(pool.cluster for pool in fleet.pools if pool.cluster_name == name),
+                    specs,
+                    timed(api_client(kubeconfig, context), request_timeout),  # its own connections
+                    cloud_api,
+                    watch=watch,
+                    request_timeout=request_timeout,
+                )
+            )
+        except (KubeconfigError, ValueError) as exc:
+            api.close()
+            for member in members:
+                member.close()
+            # the kubeconfig's messages name the IDC's options: here it is the cloud's file and context
+            said = str(exc).replace("--kubeconfig ", "kubeconfig ", 1).replace("--context ", "context ", 1)
+            fail(err, [f"--cloud {name}: {said}"])
+            raise typer.Exit(1) from exc
+    if fleet is not None:
+        fleet = replace(fleet, members=tuple(members))
     scheduler = ClusterScheduler(api, configuration, scheduler_name, burst, fleet, start=time.time())
     lease = None
     if leader_elect:
@@ -170,6 +229,12 @@ def kube(
         f"tidegate: scheduling pods of schedulerName {scheduler_name} on {api.host}, a cycle every {period:g} s",
         highlight=False,
     )
+    for member in members:
+        pools = ", ".join(sorted(member.pools))
+        console.print(
+            f"tidegate: cloud {member.name} (pools {pools}) on {member.cloud.host}, its instances as virtual nodes",
+            highlight=False,
+        )
     done, led, failures = 0, False, 0
     signal.signal(signal.SIGTERM, _stop)  # the kubelet stops a pod with SIGTERM: release the lease first
     try:
@@ -221,6 +286,8 @@ def kube(
     finally:
         if lease is not None:
             lease.release()
+        for member in members:
+            member.close()
         api.close()
 
 
@@ -229,9 +296,11 @@ def _stop(signum: int, frame: object) -> None:
     raise SystemExit(0)
 
 
-def kube_fleet(folder: str, scenario: str | None, burst: Burst | None) -> Fleet:
+def kube_fleet(folder: str, scenario: str | None, burst: Burst | None, clouds: Sequence[str] = ()) -> Fleet:
     """A simulation folder's cloud pools, HPAs, burst and budget as `tidegate kube` runs them (its IDC pools are
-    the cluster's own nodes). Raises ManifestErrors, ValueError or BadParameter naming what is wrong."""
+    the cluster's own nodes); the pools of the `clouds` (members) are served whether or not the Scenario
+    bursts. Raises ManifestErrors, ValueError or BadParameter naming what is wrong, every --cloud problem
+    at once."""
     from tidegate.kube.scheduler import Fleet
 
     err = Console(stderr=True, soft_wrap=True)
@@ -239,8 +308,21 @@ def kube_fleet(folder: str, scenario: str | None, burst: Burst | None) -> Fleet:
     errors = [*ms.errors, *admission_errors(ms)]
     if errors:
         raise ManifestErrors(errors)
-    served = served_fleet(ms, scenario, "kube")
+    served = served_fleet(ms, scenario, "kube", keep_clouds=clouds)
     warn(err, [*served.warnings, *served.notes])
+    problems = []
+    for name in dict.fromkeys(clouds):
+        cluster = served.clusters.get(name)
+        if cluster is None:
+            known = ", ".join(n for n, c in sorted(served.clusters.items()) if c.type == "cloud") or "none"
+            problems.append(f"--cloud {name}: no Cluster {name} in {folder} (its clouds: {known})")
+        elif cluster.type != "cloud":
+            problems.append(f"--cloud {name}: Cluster {name} is of type {cluster.type}, not cloud")
+        elif not any(pool.cluster_name == name for pool in served.pools):
+            problems.append(f"--cloud {name}: no NodePool of cluster {name} in {folder}")
+    problems += [f"--cloud {name}: given twice" for name in sorted({n for n in clouds if list(clouds).count(n) > 1})]
+    if problems:
+        raise ValueError("\n".join(problems))
     if burst is not None and served.burst is not None:
         raise ValueError(f"--burst-queue and --fleet: scenario {served.scenario} says where jobs burst already")
     cloud = tuple(pool for pool in served.pools if pool.is_cloud)

@@ -4,13 +4,15 @@
 What the controllers decide is written to the API server, and what they hear is read from it:
 - a served pool's nodes are virtual Nodes tidegate registers (as a virtual kubelet or KWOK registers its
   nodes): labelled, annotated and tainted as `tidegate.fleet.pool` makes them, Ready; scale-in cordons a
-  busy node (`spec.unschedulable`) and deregisters it once its last pod is gone;
+  busy node (`spec.unschedulable`) and deregisters it once its last pod is gone. The pools of a cloud run as a
+  member (`tidegate.kube.cloud_member`) are its instances instead: a new node is a NodeClaim the cloud's
+  provisioner fulfils, joining once its virtual node is Ready, and a node removed is an instance released;
 - a spot interruption notice is a pool node tainted as AWS's node-termination-handler taints it when it sees
   the two-minute warning (`aws-node-termination-handler/spot-itn`), or as Karpenter marks a node it
   disrupts (`karpenter.sh/disrupted`): its pods are deleted with their own grace period (their preStop
   hook checkpoints), and when the notice runs out the node is deregistered;
 - a cloud cluster's link is down while none of its pool nodes is Ready (its virtual kubelets stopped
-  heartbeating), and back when one is;
+  heartbeating), and back when one is; a member's is down while it cannot reach its cloud's API server;
 - overflow moves a PodGroup (or a bare pod) by patching its queue, the pods first tolerating the cloud
   taint; the queue it came from is kept on it (`tidegate.io/home-queue`), so a link cut sends it home
   after a restart too;
@@ -34,10 +36,12 @@ from tidegate.fleet.bill import Bill
 from tidegate.fleet.burst import Burst
 from tidegate.fleet.hpa_supply import QueueFigures
 from tidegate.fleet.hybrid import HybridFleet
-from tidegate.fleet.pool import POOL_LABEL, Pool, pinned_to_idc
+from tidegate.fleet.pool import POOL_LABEL, Arrival, Pool, pinned_to_idc
 from tidegate.fleet.port import EventKind, RunningJob, WaitingJob
 from tidegate.fleet.spec import BudgetSpec
 from tidegate.kube.api import VOLCANO_GROUP, VOLCANO_VERSION, FleetApi
+from tidegate.kube.cloud_member import NOT_READ, CloudMember
+from tidegate.kube.nodeclaims import InstanceState
 from tidegate.model.objects import Node, Pod, PodPhase, Queue
 from tidegate.model.resources import Resources
 from tidegate.scheduler.info import TaskStatus
@@ -108,9 +112,11 @@ class KubeFleet:
         burst: Burst | None = None,
         budget: BudgetSpec | None = None,
         queues: Mapping[str, Queue] | None = None,
+        members: Sequence[CloudMember] = (),
     ) -> None:
         """With pools or a budget, `api` must also write nodes, queues and events (`FleetApi`); `queues` are the
-        queues the budget starts from (the cluster's, read before)."""
+        queues the budget starts from (the folder's, until the cluster's are read); the pools of the `members`'
+        clouds are their instances."""
         self.scheduler = scheduler
         self.api = api
         self.clock = clock
@@ -125,8 +131,22 @@ class KubeFleet:
         self._on_node: dict[str, list[Pod]] = {}
         self._started = False
         self.fleet = HybridFleet(self, clock, pools, hpas, self.queues, burst, budget)
+        self.members = {member.name: member for member in members}
+        #: Each node the fleet has had, and its pool (a node removed is no longer among its pool's nodes).
+        self._node_pool: dict[str, Pool] = {}
+        #: Instances asked of a member and not yet joined (by `_Instances`).
+        self.awaiting: dict[str, tuple[Pool, Arrival]] = {}
+        for pool in self.fleet.pools.values():
+            member = self.members.get(pool.cluster_name)
+            if member is not None:
+                self.fleet.sizing.provisioners[pool.name] = _Instances(self, member)
 
     # -- what the scheduling loop does ----------------------------------------------------------------
+    def sync_members(self, now: float) -> None:
+        """Each member reads both its sides and makes them agree (before the scheduler reads the IDC)."""
+        for member in self.members.values():
+            member.sync(now)
+
     def observe(self, nodes: Sequence[Node], pods: Iterable[Pod], queues: Mapping[str, Queue]) -> None:
         """What the last read shows: pods on nodes, the queues, the served pools' nodes (registered at the
         first read, or adopted: nodes of a pool found registered stay its nodes), their notices and links."""
@@ -148,17 +168,54 @@ class KubeFleet:
                     self.fleet.spot.notice(pool, node.name)
         links = self.fleet.links
         for cloud in links.clouds:
+            member = self.members.get(cloud)
+            if member is not None:
+                if member.link_error != NOT_READ:
+                    links.set_link(cloud, member.reachable, member.link_error)
+                continue
             present = [n for p in self.fleet.pools.values() if p.cluster_name == cloud for n in by_pool.get(p.name, ())]
             if present and not any(node.ready for node in present):
                 links.set_link(cloud, False, "no node of its pools is Ready")
             elif any(node.ready for node in present):
                 links.set_link(cloud, True)
+        for member in self.members.values():
+            self._follow(member)
+
+    def _follow(self, member: CloudMember) -> None:
+        """What a member's instances did: asked-for ones joined (or never came), nodes gone (the cloud took the
+        instance back), notices."""
+        sizing = self.fleet.sizing
+        instances = member.instances()
+        for name, (pool, arrival) in list(self.awaiting.items()):
+            instance = instances.get(name)
+            if instance is None or instance.state is InstanceState.PROVISIONING:
+                continue
+            del self.awaiting[name]
+            if instance.state is InstanceState.READY:
+                sizing.provisioned(pool, arrival)
+            else:  # the provisioner could not fulfil it: billing stops, the HPA asks again
+                pool.arriving.remove(arrival)
+                self.billed(pool, -1)
+        for pool in [p for p in self.fleet.pools.values() if p.cluster_name == member.name]:
+            for name in list(pool.nodes):
+                instance = instances.get(name)
+                if instance is not None and instance.state is InstanceState.GONE:
+                    sizing.remove_node(pool, name)  # taken back: what ran there is lost
+                    self.sized(pool)
+        for name in member.notices():
+            noticed = self._node_pool.get(name)
+            if noticed is not None:
+                self.fleet.spot.notice(noticed, name)
 
     def _start(self, by_pool: Mapping[str, list[Node]]) -> None:
         self._started = True
         sizing = self.fleet.sizing
         fresh = []
         for name, pool in self.fleet.pools.items():
+            member = self.members.get(pool.cluster_name)
+            if member is not None:
+                self._adopt(member, pool)
+                continue
             found = by_pool.get(name)
             if not found:
                 fresh.append(pool)
@@ -170,6 +227,23 @@ class KubeFleet:
         sizing.start(fresh)
         self.fleet.start(PRIORITY_FLEET)
 
+    def _adopt(self, member: CloudMember, pool: Pool) -> None:
+        """A member's pool as its instances are: the ready ones its nodes (cordoned ones draining), those being
+        provisioned on their way; a pool with none gets its `spec.count`, asked for."""
+        sizing = self.fleet.sizing
+        mine = [i for i in member.instances().values() if i.pool == pool.name and i.state is not InstanceState.GONE]
+        ready = sorted(i.name for i in mine if i.state is InstanceState.READY)
+        draining = [i.name for i in mine if i.state is InstanceState.READY and (i.cordoned or i.releasing)]
+        sizing.restore(pool, ready, draining, 0)
+        for instance in mine:
+            if instance.state is InstanceState.PROVISIONING:
+                arrival = Arrival(self.clock.now(), name=instance.name)
+                pool.arriving.append(arrival)
+                self.billed(pool, 1)
+                self.awaiting[instance.name] = (pool, arrival)
+        if not mine and pool.spec.count:
+            sizing.resize(pool, pool.spec.count)
+
     def after_cycle(self, now: float) -> float:
         """Overflow after a cycle; when a waiting group will next have waited long enough (inf: none)."""
         return self.fleet.after_cycle(now)
@@ -179,19 +253,33 @@ class KubeFleet:
         self.moving = {key: move for key, move in self.moving.items() if key in groups and groups[key] != move[0]}
 
     # -- the fleet's port (tidegate/fleet/port.py) ----------------------------------------------------
+    def _member_of(self, node: str) -> CloudMember | None:
+        pool = self._node_pool.get(node)
+        return self.members.get(pool.cluster_name) if pool is not None else None
+
     def add_nodes(self, nodes: Sequence[Node]) -> None:
         for node in nodes:
-            self.api.create_node(node_document(node))
+            pool = self.fleet.pools.get(node.labels.get(POOL_LABEL, ""))
+            if pool is None or pool.cluster_name not in self.members:  # a member registers its instances
+                self.api.create_node(node_document(node))
 
     def remove_nodes(self, names: Iterable[str]) -> None:
         for name in names:
-            self.api.delete_node(name)
+            member = self._member_of(name)
+            if member is not None:
+                member.release(name)
+            else:
+                self.api.delete_node(name)
 
     def set_schedulable(self, name: str, schedulable: bool) -> None:
-        self.api.cordon(name, not schedulable)
+        member = self._member_of(name)
+        if member is not None:
+            member.cordon(name, not schedulable)
+        else:
+            self.api.cordon(name, not schedulable)
 
     def node_ready(self, pool: Pool, node: Node) -> None:
-        pass  # registered (add_nodes): the next read hands it to the scheduler
+        self._node_pool[node.name] = pool  # registered: the next read hands it to the scheduler
 
     def evict_node(self, pool: Pool, node: str) -> None:
         for pod in self._on_node.pop(node, []):
@@ -352,6 +440,21 @@ class KubeFleet:
     def _group(self, pod: Pod) -> str:
         core = self.scheduler.core
         return (core.group_of(pod.key) if core is not None else "") or pod.key
+
+
+class _Instances:
+    """A member's pool's new nodes are instances asked of its cloud (NodeClaims), joining once Ready."""
+
+    def __init__(self, fleet: KubeFleet, member: CloudMember) -> None:
+        self.fleet, self.member = fleet, member
+
+    def provision(self, pool: Pool, arrival: Arrival) -> None:
+        arrival.name = self.member.provision(pool.name)
+        self.fleet.awaiting[arrival.name] = (pool, arrival)
+
+    def cancel(self, pool: Pool, arrival: Arrival) -> None:
+        self.fleet.awaiting.pop(arrival.name, None)
+        self.member.release(arrival.name)
 
 
 _REASONS = {

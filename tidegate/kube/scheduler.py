@@ -31,6 +31,7 @@ from tidegate.fleet.pool import Pool, pinned_to_idc
 from tidegate.fleet.scaling import QueueTree
 from tidegate.fleet.spec import BudgetSpec
 from tidegate.kube.api import HOME_QUEUE_ANNOTATION, ClusterApi, FleetApi
+from tidegate.kube.cloud_member import CloudMember
 from tidegate.kube.fleet import KubeFleet
 from tidegate.kube.reading import ObjectCache
 from tidegate.model.expand import group_key, workload_from
@@ -131,6 +132,8 @@ class Fleet:
     burst: Burst | None = None
     budget: BudgetSpec | None = None
     queues: tuple[Queue, ...] = field(default=())
+    #: Cloud clusters run as members (`CloudMember`): their pools' nodes are the members' instances.
+    members: tuple[CloudMember, ...] = ()
 
 
 class ClusterScheduler:
@@ -161,6 +164,7 @@ class ClusterScheduler:
             fleet.burst,
             fleet.budget,
             {queue.name: queue for queue in fleet.queues},
+            fleet.members,
         )
         self.config = config or SchedulerConfiguration()
         self.scheduler_name = scheduler_name
@@ -205,6 +209,7 @@ class ClusterScheduler:
         started = time.perf_counter()
         if now > self.clock.now():
             self.clock.run(until=now)  # the fleet's timers due by now: HPA syncs, notices running out, budget
+        self.fleet.sync_members(now)  # the clouds' instances, virtual nodes and pods, before the IDC is read
         version = self.api.version()
         if version is not None and version == self._quiet_version and now < self._quiet_until:
             self.quiet_cycles += 1  # nothing changed since a cycle that did nothing: it would do nothing
