@@ -12,7 +12,10 @@ A second run adds two reclaimable queues, reclaim, and evictions that take their
 stays, holding its room, until it is gone): there each pod is evicted at most once, restarts included,
 and a pod nominated to a node is bound there if at all while the node exists. A third adds cloud burst,
 bare pods and pods pinned to the IDC: a pinned pod is never bound to a cloud node, nor moved to the
-burst queue.
+burst queue. A fourth runs the fleet: virtual nodes tidegate registers for a cloud pool, spot notices (a
+node's node-termination-handler taint), the cloud's link going and coming (its nodes' Ready), time passing
+(the fleet's timers), and pinned pods that tolerate every taint: a pinned (sensitive) pod still never reaches
+a virtual node, whatever happens.
 """
 
 from __future__ import annotations
@@ -26,7 +29,9 @@ from hypothesis import strategies as st
 from test_kube_scheduler import RECLAIMABLE_QUEUES, RECLAIMING, FakeApi, GracefulApi, group, pod
 
 from tidegate.fleet.burst import Burst
-from tidegate.kube.scheduler import ClusterScheduler
+from tidegate.fleet.pool import Pool
+from tidegate.fleet.spec import ClusterSpec, GpuSpec, NodePoolSpec, PricingSpec
+from tidegate.kube.scheduler import ClusterScheduler, Fleet
 from tidegate.model.objects import SchedulerConfiguration
 
 QUEUE = """
@@ -79,16 +84,44 @@ def node(name: str, cloud: bool) -> dict[str, Any]:
     return doc
 
 
+#: One cloud pool of two 8-GPU spot nodes, registered by tidegate.
+CLOUD_POOL = Pool(
+    "cloud-a100",
+    NodePoolSpec(
+        cluster="aws",
+        count=2,
+        gpu=GpuSpec(product="A100", count=8),
+        cpu="32",
+        memory="256Gi",
+        pricing=PricingSpec(model="spot", per_hour=30),
+    ),
+    "aws",
+    ClusterSpec(type="cloud", provider="aws", region="us-east-1", latency_ms=20),
+)
+TOLERATE_ALL = "tolerations: [{operator: Exists}]"
+#: With the fleet: spot notices, the cloud's link, time passing, and pinned pods tolerating everything.
+fleet_operation = st.one_of(
+    bursting_operation,
+    st.tuples(st.just("notice"), st.integers(0, 9)),
+    st.tuples(st.just("link"), st.booleans()),
+    st.tuples(st.just("later"), st.sampled_from([15, 60, 150])),
+    st.tuples(st.just("sensitive"), st.integers(1, 2), st.sampled_from([1, 4, 8])),
+)
+
+
 class Cluster:
-    def __init__(self, config: SchedulerConfiguration | None = None, burst: Burst | None = None) -> None:
-        self.config, self.burst = config, burst
+    def __init__(
+        self, config: SchedulerConfiguration | None = None, burst: Burst | None = None, fleet: bool = False
+    ) -> None:
+        self.config, self.burst, self.fleet = config, burst, fleet
         if config is not None:
             self.api: FakeApi = GracefulApi(RECLAIMABLE_QUEUES)
         else:
             self.api = FakeApi(QUEUE + (BURST_QUEUE if burst else ""))
         self.api.docs += [node("n0", False)] + ([node("n1", True)] if config is None else [])
         self.made = 0
-        self.scheduler = ClusterScheduler(self.api, config, burst=burst)
+        self.now = 0.0
+        self.scheduler = self._scheduler()
         #: Pods tidegate bound, and to which node (each must be bound once).
         self.bound: Counter[str] = Counter()
         if burst is not None:  # the IDC node is full: what comes next waits, and may burst
@@ -96,6 +129,13 @@ class Cluster:
         if config is not None:  # dev borrows the whole cluster (one node); prod's first job reclaims
             self.do(("gang", 1, 8, False, False))
             self.do(("gang", 1, 1, False, True))
+
+    def _scheduler(self) -> ClusterScheduler:
+        if not self.fleet:
+            return ClusterScheduler(self.api, self.config, burst=self.burst)
+        pool = Pool(CLOUD_POOL.name, CLOUD_POOL.spec, CLOUD_POOL.cluster_name, CLOUD_POOL.cluster)
+        fleet = Fleet((pool,), (), self.burst)
+        return ClusterScheduler(self.api, self.config, fleet=fleet, start=self.now)
 
     def objects(self, kind: str) -> list[dict[str, Any]]:
         return [d for d in self.api.docs if d["kind"] == kind]
@@ -145,11 +185,32 @@ class Cluster:
                 self.api.add(pod(f"t{self.made}", op[2], scheduler="default-scheduler", node=target))
                 self.objects("Pod")[-1]["status"]["phase"] = "Running"
         elif kind == "restart":
-            self.scheduler = ClusterScheduler(self.api, self.config, burst=self.burst)
+            self.scheduler = self._scheduler()
+        elif kind == "notice":
+            virtual = [n for n in nodes if n["metadata"]["labels"].get("tidegate.io/pool")]
+            if virtual:
+                taint = {"key": "aws-node-termination-handler/spot-itn", "value": "true", "effect": "NoSchedule"}
+                spec = virtual[op[1] % len(virtual)]["spec"]
+                spec["taints"] = [*spec.get("taints", []), taint]
+        elif kind == "link":
+            for n in nodes:
+                if n["metadata"]["labels"].get("tidegate.io/pool"):
+                    n["status"]["conditions"] = [{"type": "Ready", "status": "True" if op[1] else "False"}]
+        elif kind == "later":
+            self.now += op[1]
+        elif kind == "sensitive":  # pinned, and tolerating every taint: only the nodeSelector keeps it home
+            self.made += 1
+            name = f"s{self.made}"
+            extra = f"{PINNED}\n  {TOLERATE_ALL}"
+            docs = group(name, op[1]) + "".join(
+                "---" + pod(f"{name}-{i}", op[2], name, extra=extra) for i in range(op[1])
+            )
+            self.api.add(docs)
         elif kind == "gone" and isinstance(self.api, GracefulApi):
             self.api.gone()
         before = len(self.api.binds)
-        self.scheduler.step(float(self.made))
+        self.now = max(self.now, float(self.made))
+        self.scheduler.step(self.now)
         for pod_name, node_name, _ in self.api.binds[before:]:
             self.bound[pod_name] += 1
             assert any(n["metadata"]["name"] == node_name for n in self.objects("Node")), f"{pod_name} on {node_name}"
@@ -158,12 +219,18 @@ class Cluster:
         assert max(self.bound.values(), default=1) == 1, f"bound twice: {self.bound.most_common(1)}"
         evicted = Counter(self.api.evicted)
         assert max(evicted.values(), default=1) == 1, f"evicted twice: {evicted.most_common(1)}"
-        cloud = {n["metadata"]["name"] for n in self.objects("Node") if n["spec"].get("taints")}
+        cloud = {
+            n["metadata"]["name"]
+            for n in self.objects("Node")
+            if n["spec"].get("taints") or n["metadata"]["labels"].get("volcano.sh/node-type", "").startswith("cloud")
+        }
         for d in self.objects("Pod"):  # guard rail: pinned pods stay in the IDC and in their queue
             if "nodeSelector" in d["spec"]:
                 assert d["spec"].get("nodeName") not in cloud, f"pinned {d['metadata']['name']} on the cloud"
                 queue = (d["metadata"].get("annotations") or {}).get("scheduling.volcano.sh/queue-name")
-                assert queue != "burst-cloud" and "tolerations" not in d["spec"], d
+                assert queue != "burst-cloud", d
+                added = [t for t in d["spec"].get("tolerations", []) if t.get("key") == "cloud.provider"]
+                assert not added, f"pinned {d['metadata']['name']} given the cloud toleration"
         for g in self.objects("PodGroup"):
             pods = [d for d in self.objects("Pod") if _of_group(d, g["metadata"]["name"])]
             if any("nodeSelector" in d["spec"] for d in pods):
@@ -239,3 +306,15 @@ def test_with_burst_pinned_pods_never_reach_the_cloud(operations: list[tuple[Any
         cluster.do(op)
         cluster.check()
     event(f"overflowed: {bool(cluster.scheduler.overflowed)}")
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(fleet_operation, min_size=1, max_size=30))
+def test_with_the_fleet_a_sensitive_pod_never_reaches_a_virtual_node(operations: list[tuple[Any, ...]]) -> None:
+    cluster = Cluster(burst=Burst("burst-cloud", after_seconds=2), fleet=True)
+    for op in operations:
+        cluster.do(op)
+        cluster.check()
+    virtual = [n for n in cluster.objects("Node") if n["metadata"]["labels"].get("tidegate.io/pool")]
+    event(f"virtual nodes: {len(virtual)}")
+    event(f"noticed: {bool(cluster.scheduler.fleet.fleet.spot.noticed)}")

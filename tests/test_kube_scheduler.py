@@ -130,21 +130,46 @@ class FakeApi:
     def overflow(self, namespace: str, group: str, queue: str, pods: list[str], home: str = "") -> None:
         if home:
             for name in pods:
-                self._tolerate_cloud(name)
+                self._tolerate(name)
         found = self._find("PodGroup", group)
         found["spec"]["queue"] = queue
         found["metadata"].setdefault("annotations", {})["tidegate.io/home-queue"] = home
 
     def overflow_pod(self, namespace: str, pod: str, queue: str, home: str = "") -> None:
         if home:
-            self._tolerate_cloud(pod)
+            self._tolerate(pod)
         annotations = self._find("Pod", pod)["metadata"].setdefault("annotations", {})
         annotations |= {"scheduling.volcano.sh/queue-name": queue, "tidegate.io/home-queue": home}
 
     def record_event(self, involved: dict[str, str], reason: str, message: str, warning: bool = False) -> None:
         self.events.append((involved["kind"], involved["name"], reason, message))
 
-    def _tolerate_cloud(self, pod: str) -> None:
+    # -- what the fleet writes (FleetApi) ---------------------------------------------------------------
+    def create_node(self, doc: dict[str, Any]) -> None:
+        if not any(d["kind"] == "Node" and d["metadata"]["name"] == doc["metadata"]["name"] for d in self.docs):
+            self.docs.append(copy.deepcopy(doc))
+
+    def delete_node(self, name: str) -> None:
+        self.docs = [d for d in self.docs if not (d["kind"] == "Node" and d["metadata"]["name"] == name)]
+
+    def cordon(self, name: str, cordoned: bool) -> None:
+        found = [d for d in self.docs if d["kind"] == "Node" and d["metadata"]["name"] == name]
+        for doc in found:
+            doc.setdefault("spec", {})["unschedulable"] = cordoned
+
+    def delete_pod(self, namespace: str, pod: str, grace_seconds: int | None = None) -> None:
+        self.docs = [d for d in self.docs if not (d["kind"] == "Pod" and d["metadata"]["name"] == pod)]
+        self.evicted.append(pod)
+
+    def patch_queue(self, name: str, patch: dict[str, Any]) -> None:
+        queue = self._find("Queue", name)
+        for part, fields in patch.items():
+            queue.setdefault(part, {}).update({k: v for k, v in fields.items() if v is not None})
+
+    def tolerate_cloud(self, namespace: str, pod: str) -> None:
+        self._tolerate(pod)
+
+    def _tolerate(self, pod: str) -> None:
         spec = self._find("Pod", pod)["spec"]
         spec["tolerations"] = [*spec.get("tolerations", []), {"key": "cloud.provider", "operator": "Exists"}]
 

@@ -91,6 +91,10 @@ class ClusterApi(Protocol):
 class FleetApi(ClusterApi, Protocol):
     """What `tidegate kube` also writes when it hosts the fleet's controllers (`tidegate.kube.fleet`)."""
 
+    def tolerate_cloud(self, namespace: str, pod: str) -> None:
+        """Add the cloud toleration to a pod (a pod's tolerations may be added to)."""
+        ...
+
     def create_node(self, doc: dict[str, Any]) -> None:
         """Register a Node (a virtual node of a served pool), Ready, with its taints; one that exists already is
         left as it is."""
@@ -249,13 +253,13 @@ class KubeApi:
     def overflow(self, namespace: str, group: str, queue: str, pods: list[str], home: str = "") -> None:
         if home:
             for name in pods:
-                self._tolerate_cloud(namespace, name)
+                self.tolerate_cloud(namespace, name)
         patch = {"metadata": {"annotations": {HOME_QUEUE_ANNOTATION: home or None}}, "spec": {"queue": queue}}
         self.custom.patch_namespaced_custom_object(VOLCANO_GROUP, VOLCANO_VERSION, namespace, "podgroups", group, patch)
 
     def overflow_pod(self, namespace: str, pod: str, queue: str, home: str = "") -> None:
         if home:
-            self._tolerate_cloud(namespace, pod)
+            self.tolerate_cloud(namespace, pod)
         annotations = {QUEUE_NAME_ANNOTATION: queue, HOME_QUEUE_ANNOTATION: home or None}
         self.core.patch_namespaced_pod(pod, namespace, {"metadata": {"annotations": annotations}})
 
@@ -312,7 +316,7 @@ class KubeApi:
         }
         self.core.create_namespaced_event(namespace, event, _preload_content=False)
 
-    def _tolerate_cloud(self, namespace: str, pod: str) -> None:
+    def tolerate_cloud(self, namespace: str, pod: str) -> None:
         toleration = {"key": CLOUD_TOLERATION.key, "operator": "Exists", "effect": TaintEffect.NO_SCHEDULE.value}
         # a pod's tolerations may be added to, not changed: the list is written whole
         response: Any = self.core.read_namespaced_pod(pod, namespace, _preload_content=False)

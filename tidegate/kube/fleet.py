@@ -36,7 +36,7 @@ from tidegate.fleet.bill import Bill
 from tidegate.fleet.burst import Burst
 from tidegate.fleet.hpa_supply import QueueFigures
 from tidegate.fleet.hybrid import HybridFleet
-from tidegate.fleet.pool import POOL_LABEL, Arrival, Pool, pinned_to_idc
+from tidegate.fleet.pool import CLOUD_TOLERATION, POOL_LABEL, Arrival, Pool, pinned_to_idc
 from tidegate.fleet.port import EventKind, RunningJob, WaitingJob
 from tidegate.fleet.spec import BudgetSpec
 from tidegate.kube.api import VOLCANO_GROUP, VOLCANO_VERSION, FleetApi
@@ -44,7 +44,7 @@ from tidegate.kube.cloud_member import NOT_READ, CloudMember
 from tidegate.kube.nodeclaims import InstanceState
 from tidegate.model.objects import Node, Pod, PodPhase, Queue
 from tidegate.model.resources import Resources
-from tidegate.scheduler.info import TaskStatus
+from tidegate.scheduler.info import JobInfo, TaskStatus
 from tidegate.scheduler.online import OnlineScheduler
 
 _log = logging.getLogger(__name__)
@@ -71,6 +71,13 @@ class Scheduling(Protocol):
     def pending_seconds(self, now: float) -> dict[str, float]: ...
 
     def wake(self) -> None: ...
+
+
+def waiting_since(job: JobInfo) -> float:
+    """When a waiting group's wait began: its creation, or the creation of its newest pod not placed (a job
+    restarted by its controller waits anew from its new pods, as the simulator's from its restart)."""
+    pending = [task.pod.created for task in job.tasks if task.status is TaskStatus.PENDING]
+    return max(job.group.created, *pending) if pending else job.group.created
 
 
 def node_document(node: Node) -> dict[str, Any]:
@@ -180,6 +187,9 @@ class KubeFleet:
                 links.set_link(cloud, True)
         for member in self.members.values():
             self._follow(member)
+        for pool in self.fleet.pools.values():  # a node cordoned for scale-in leaves once its last pod has gone
+            for name in [n for n in pool.draining if n not in self._on_node]:
+                self.fleet.sizing.emptied(pool, name)
 
     def _follow(self, member: CloudMember) -> None:
         """What a member's instances did: asked-for ones joined (or never came), nodes gone (the cloud took the
@@ -245,7 +255,15 @@ class KubeFleet:
             sizing.resize(pool, pool.spec.count)
 
     def after_cycle(self, now: float) -> float:
-        """Overflow after a cycle; when a waiting group will next have waited long enough (inf: none)."""
+        """Overflow after a cycle; when a waiting group will next have waited long enough (inf: none). A group
+        waiting in the burst queue whose pods were made again without the cloud toleration gets it back."""
+        overflow, core = self.fleet.overflow, self.scheduler.core
+        if overflow is not None and core is not None and not self.fleet.links.blocks_burst:
+            for job in self.waiting():
+                if job.queue == overflow.burst.queue != job.home:
+                    for task in core.jobs[job.key].tasks:
+                        if not task.pod.node_name and CLOUD_TOLERATION not in task.pod.tolerations:
+                            self.api.tolerate_cloud(task.pod.namespace, task.pod.name)
         return self.fleet.after_cycle(now)
 
     def read(self, groups: Mapping[str, str]) -> None:
@@ -347,7 +365,7 @@ class KubeFleet:
                     key,
                     job.group.queue,
                     home,
-                    job.group.created,
+                    waiting_since(job),
                     job.group.namespace,
                     any(pinned_to_idc(pod) for pod in pods),
                     bool(pods),

@@ -32,7 +32,7 @@ from tidegate.fleet.scaling import QueueTree
 from tidegate.fleet.spec import BudgetSpec
 from tidegate.kube.api import HOME_QUEUE_ANNOTATION, ClusterApi, FleetApi
 from tidegate.kube.cloud_member import CloudMember
-from tidegate.kube.fleet import KubeFleet
+from tidegate.kube.fleet import KubeFleet, waiting_since
 from tidegate.kube.reading import ObjectCache
 from tidegate.model.expand import group_key, workload_from
 from tidegate.model.manifests import ManifestSet, gpu_index
@@ -287,14 +287,14 @@ class ClusterScheduler:
 
     def pending_seconds(self, now: float) -> dict[str, float]:
         """volcano_queue_pending_jobs_duration_seconds as the simulator and `tidegate serve` define it: per
-        queue, the seconds its waiting groups not pinned to the IDC have waited since they were created,
-        summed, a parent queue adding its children's. What an HPA scaling a virtual-kubelet pool reads
-        (through a Prometheus adapter)."""
+        queue, the seconds its waiting groups not pinned to the IDC have waited since their wait began
+        (`waiting_since`), summed, a parent queue adding its children's. What an HPA scaling a virtual-kubelet
+        pool reads (through a Prometheus adapter)."""
         own: dict[str, float] = {}
         for job in self.core.waiting.values() if self.core is not None else ():
             # A PodGroup with no pod yet waits for its job controller, not for nodes.
             if job.tasks and not any(pinned_to_idc(task.pod) for task in job.tasks):
-                own[job.group.queue] = own.get(job.group.queue, 0.0) + max(now - job.group.created, 0.0)
+                own[job.group.queue] = own.get(job.group.queue, 0.0) + max(now - waiting_since(job), 0.0)
         return QueueTree(self._queues.values()).totals(own)
 
     # -- reading ------------------------------------------------------------------------------------
