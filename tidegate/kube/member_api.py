@@ -68,6 +68,29 @@ def _json(response: Any) -> dict[str, Any]:
     return data
 
 
+def _read(call: Callable[[], Any], *absent: int) -> dict[str, Any] | None:
+    """The object a read or a create answers with; None when the API server answers one of the `absent` codes
+    (404: no such object; 409: one of that name exists already)."""
+    try:
+        return _json(call())
+    except ApiException as exc:
+        if exc.status in absent:
+            return None
+        raise
+
+
+def _written(call: Callable[[], Any], *absent: int) -> bool:
+    """Whether a write was done; False when the API server answers one of the `absent` codes (the object gone,
+    one of that name there already, or changed under a precondition)."""
+    try:
+        _finish(call())
+    except ApiException as exc:
+        if exc.status in absent:
+            return False
+        raise
+    return True
+
+
 class Side:
     """One API server: its client, and the writes both sides make (pods)."""
 
@@ -93,25 +116,15 @@ class Side:
             listing.join(seconds)
 
     def get_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
-        try:
-            return _json(self.core.read_namespaced_pod(name, namespace, _preload_content=False))
-        except ApiException as exc:
-            if exc.status == NOT_FOUND:
-                return None
-            raise
+        return _read(partial(self.core.read_namespaced_pod, name, namespace, _preload_content=False), NOT_FOUND)
 
     def delete_pod(self, namespace: str, name: str, uid: str, grace_seconds: int | None) -> bool:
         """Delete the pod if it is still the one of that uid (None: its own grace period). Whether it was."""
         options = client.V1DeleteOptions(
             grace_period_seconds=grace_seconds, preconditions=client.V1Preconditions(uid=uid)
         )
-        try:
-            _finish(self.core.delete_namespaced_pod(name, namespace, body=options, _preload_content=False))
-        except ApiException as exc:
-            if exc.status in (NOT_FOUND, CONFLICT):
-                return False
-            raise
-        return True
+        call = partial(self.core.delete_namespaced_pod, name, namespace, body=options, _preload_content=False)
+        return _written(call, NOT_FOUND, CONFLICT)
 
 
 class IdcSide(Side):
@@ -131,44 +144,30 @@ class IdcSide(Side):
 
     def create_node(self, doc: Any) -> bool:
         """Create the node; False when one of that name exists already."""
-        try:
-            _finish(self.core.create_node(doc, _preload_content=False))
-        except ApiException as exc:
-            if exc.status == CONFLICT:
-                return False
-            raise
-        return True
+        return _written(partial(self.core.create_node, doc, _preload_content=False), CONFLICT)
 
     def patch_node(self, name: str, patch: dict[str, Any]) -> bool:
-        return self._found(lambda: self.core.patch_node(name, patch, _preload_content=False))
+        return _written(partial(self.core.patch_node, name, patch, _preload_content=False), NOT_FOUND, CONFLICT)
 
     def patch_node_status(self, name: str, patch: dict[str, Any]) -> bool:
-        return self._found(lambda: self.core.patch_node_status(name, patch, _preload_content=False))
+        call = partial(self.core.patch_node_status, name, patch, _preload_content=False)
+        return _written(call, NOT_FOUND, CONFLICT)
 
     def delete_node(self, name: str) -> bool:
-        return self._found(lambda: self.core.delete_node(name, _preload_content=False))
+        return _written(partial(self.core.delete_node, name, _preload_content=False), NOT_FOUND, CONFLICT)
 
     def patch_pod(self, namespace: str, name: str, patch: dict[str, Any]) -> bool:
-        return self._found(lambda: self.core.patch_namespaced_pod(name, namespace, patch, _preload_content=False))
+        call = partial(self.core.patch_namespaced_pod, name, namespace, patch, _preload_content=False)
+        return _written(call, NOT_FOUND, CONFLICT)
 
     def patch_pod_status(self, namespace: str, name: str, patch: dict[str, Any]) -> bool:
         call = partial(self.core.patch_namespaced_pod_status, name, namespace, patch, _preload_content=False)
-        return self._found(call)
+        return _written(call, NOT_FOUND, CONFLICT)
 
     def pods_on(self, node: str) -> list[dict[str, Any]]:
         """The pods bound to the node now (a fresh list)."""
         listing = self.core.list_pod_for_all_namespaces(field_selector=f"spec.nodeName={node}", _preload_content=False)
         return documents(_json(listing), "v1", "Pod")
-
-    @staticmethod
-    def _found(call: Callable[[], Any]) -> bool:
-        try:
-            _finish(call())
-        except ApiException as exc:
-            if exc.status in (NOT_FOUND, CONFLICT):
-                return False
-            raise
-        return True
 
 
 class CloudSide(Side):
@@ -195,69 +194,50 @@ class CloudSide(Side):
         self.pods = self._listing(made, "v1", "Pod")
 
     def get_claim(self, name: str) -> dict[str, Any] | None:
-        try:
-            return _json(
-                self.custom.get_cluster_custom_object(
-                    NODECLAIM_GROUP, NODECLAIM_VERSION, NODECLAIM_PLURAL, name, _preload_content=False
-                )
-            )
-        except ApiException as exc:
-            if exc.status == NOT_FOUND:
-                return None
-            raise
+        call = partial(
+            self.custom.get_cluster_custom_object,
+            NODECLAIM_GROUP,
+            NODECLAIM_VERSION,
+            NODECLAIM_PLURAL,
+            name,
+            _preload_content=False,
+        )
+        return _read(call, NOT_FOUND)
 
     def create_claim(self, doc: dict[str, Any]) -> bool:
         """Create the NodeClaim; False when one of that name exists already (made by an earlier attempt)."""
-        try:
-            _finish(
-                self.custom.create_cluster_custom_object(
-                    NODECLAIM_GROUP, NODECLAIM_VERSION, NODECLAIM_PLURAL, doc, _preload_content=False
-                )
-            )
-        except ApiException as exc:
-            if exc.status == CONFLICT:
-                return False
-            raise
-        return True
+        call = partial(
+            self.custom.create_cluster_custom_object,
+            NODECLAIM_GROUP,
+            NODECLAIM_VERSION,
+            NODECLAIM_PLURAL,
+            doc,
+            _preload_content=False,
+        )
+        return _written(call, CONFLICT)
 
     def delete_claim(self, name: str) -> bool:
-        try:
-            _finish(
-                self.custom.delete_cluster_custom_object(
-                    NODECLAIM_GROUP, NODECLAIM_VERSION, NODECLAIM_PLURAL, name, _preload_content=False
-                )
-            )
-        except ApiException as exc:
-            if exc.status == NOT_FOUND:
-                return False
-            raise
-        return True
+        call = partial(
+            self.custom.delete_cluster_custom_object,
+            NODECLAIM_GROUP,
+            NODECLAIM_VERSION,
+            NODECLAIM_PLURAL,
+            name,
+            _preload_content=False,
+        )
+        return _written(call, NOT_FOUND)
 
     def get_node(self, name: str) -> dict[str, Any] | None:
-        try:
-            return _json(self.core.read_node(name, _preload_content=False))
-        except ApiException as exc:
-            if exc.status == NOT_FOUND:
-                return None
-            raise
+        return _read(partial(self.core.read_node, name, _preload_content=False), NOT_FOUND)
 
     def ensure_namespace(self, name: str) -> None:
-        try:
-            body: Any = {"metadata": {"name": name}}  # a plain document: the client sends it as it is
-            _finish(self.core.create_namespace(body, _preload_content=False))
-        except ApiException as exc:
-            if exc.status != CONFLICT:  # it exists
-                raise
+        body: Any = {"metadata": {"name": name}}  # a plain document: the client sends it as it is
+        _written(partial(self.core.create_namespace, body, _preload_content=False), CONFLICT)  # or it exists
 
     def create_pod(self, doc: Any) -> dict[str, Any] | None:
         """Create the pod; None when a pod of that name exists already."""
         namespace = doc["metadata"]["namespace"]
-        try:
-            return _json(self.core.create_namespaced_pod(namespace, doc, _preload_content=False))
-        except ApiException as exc:
-            if exc.status == CONFLICT:
-                return None
-            raise
+        return _read(partial(self.core.create_namespaced_pod, namespace, doc, _preload_content=False), CONFLICT)
 
 
 def side_client(kubeconfig: str | None, context: str | None, request_timeout: float) -> client.ApiClient:
