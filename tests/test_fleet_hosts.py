@@ -7,9 +7,11 @@ The story, on an IDC of one 8-GPU node and a cloud pool of one 8-GPU spot node (
 weight 10 at 80%); queue dev holds 8 GPUs at most:
 -   0 s  job a (8 GPUs, dev) runs on the IDC node;
 -  10 s  job b (8 GPUs, dev): dev is at capability, so b overflows to burst-cloud and runs on the cloud node;
-- 100 s  the link to the cloud is cut: b keeps running; job c (110 s) cannot overflow while it is;
+-  20 s  job d overflows too, and waits in burst-cloud (the cloud node is b's);
+- 100 s  the link to the cloud is cut: b keeps running, d goes back to dev; job c (110 s) cannot overflow while
+         it is;
 - 165 s  the budget's check sees 1.65 spent (one node since 0 s, 0.01 a second): burst-cloud's weight -> 10;
-- 200 s  the link is back: c overflows (and waits: the cloud node is b's);
+- 200 s  the link is back: d and c overflow (and wait: the cloud node is b's);
 - 300 s  a spot notice for the cloud node (AWS's 120 s): b is told to stop; at 420 s the instance is gone.
 """
 
@@ -95,13 +97,15 @@ metadata: {name: s}
 spec: {workload: w, scenarios: [story], untilSeconds: 500}
 """
 #: The jobs: name and submission time (8 GPUs each, in dev, for longer than the story).
-JOBS = [("a", 0), ("b", 10), ("c", 110)]
+JOBS = [("a", 0), ("b", 10), ("d", 20), ("c", 110)]
 LINK_CUT, LINK_BACK, NOTICE, END = 100, 200, 300, 500
 
 EXPECTED = [
     ("overflow", "b", "overflowed from dev to burst-cloud"),
+    ("overflow", "d", "overflowed from dev to burst-cloud"),
     ("link", "", "link to aws cut (cloud pods: keepRunning)"),
     ("link-affected", "b", "keeps running through the link cut; checkpoints kept locally"),
+    ("link-affected", "d", "moved back from burst-cloud to dev (link cut)"),
     (
         "budget",
         "",
@@ -109,6 +113,7 @@ EXPECTED = [
         "(spent 1.65 of 2.00 in period 0 (>= 80%))",
     ),
     ("link", "", "link to aws restored"),
+    ("overflow", "d", "overflowed from dev to burst-cloud"),
     ("overflow", "c", "overflowed from dev to burst-cloud"),
     ("spot", "", "cloud-a100-0: spot interruption notice (120 s); stopping b"),
     ("spot", "", "cloud-a100: cloud-a100-0 interrupted"),
@@ -263,3 +268,34 @@ def test_the_same_story_gives_the_same_decisions_on_every_host(
     else:
         decisions = on_kubernetes(tmp_path, request.getfixturevalue("kubeconfig"))
     assert decisions == EXPECTED
+
+
+def test_a_scenario_whose_cuts_fail_cloud_pods_is_served_so(tmp_path: Path) -> None:
+    """`tidegate serve` takes what a cut does to pods running in the cloud from the Scenario's link outages
+    (`cloudPods: fail`): reported down, b's pods fail and its policies restart it, from its checkpoint."""
+    folder(tmp_path)
+    story = tmp_path / "story" / "base.yaml"
+    story.write_text(
+        story.read_text().replace(
+            "[{start: 100, durationSeconds: 100}]", "[{start: 100, durationSeconds: 100, cloudPods: fail}]"
+        )
+    )
+    ms = load_manifests([str(tmp_path / "story")])
+    fleet = served_fleet(ms, "story")
+    assert fleet.cloud_pods == "fail"
+    clock = SimClock()
+    plane = ControlPlane.from_manifests(
+        ms, clock, None, fleet.pools, fleet.hpas, fleet.burst, fleet.budget, cloud_pods=fleet.cloud_pods
+    )
+    seen = watch(plane)
+    plane.start(clock, 1.0)
+    for name, at in JOBS[:2]:
+        clock.run(until=float(at))
+        plane.submit(vcjob(name, "dev", 1, 8))
+    clock.run(until=50.0)
+    plane.set_link("aws", False, "probe: no route")
+    assert ("link-affected", "b", "lost its data path (link to aws cut); restarting") in seen
+    b = plane.jobs["default/b"]
+    assert b.waiting and any(text == "restarted" for _, text in b.events)
+    # restarted into the burst queue while every link is down, it waits at home
+    assert b.group.queue == "dev" and ("link", "b", "back to dev (link cut)") in seen

@@ -11,6 +11,7 @@ import typer
 
 from tidegate.autoscale.hpa import HPASpec
 from tidegate.fleet.burst import Burst
+from tidegate.fleet.links import KEEP_RUNNING, CloudPods
 from tidegate.fleet.pool import Pool
 from tidegate.fleet.spec import BudgetSpec, ClusterSpec
 from tidegate.model.errors import ManifestError
@@ -47,6 +48,9 @@ class ServedFleet:
     warnings: list[ManifestError] = field(default_factory=list)
     #: The folder's Clusters, by name.
     clusters: dict[str, ClusterSpec] = field(default_factory=dict)
+    #: What pods running in a cloud do when its link goes down: the Scenario's link outages say (their first's
+    #: `cloudPods`), else they keep running.
+    cloud_pods: CloudPods = KEEP_RUNNING
 
 
 def served_fleet(
@@ -74,14 +78,18 @@ def served_fleet(
     for pool in pools:
         if pool.spec.interruption is not None or pool.spec.pricing.model == "spot":
             notes.append(f"NodePool {pool.name}: spot interruptions are not drawn live; {_NOTICES[host]}")
+    cloud_pods = chosen.link_outages[0].cloud_pods if chosen.link_outages else KEEP_RUNNING
     if chosen.link_outages:
-        notes.append(f"scenario {name}: its linkOutages windows are not replayed live; {_LINKS[host]}")
+        notes.append(
+            f"scenario {name}: its linkOutages windows are not replayed live; {_LINKS[host]}; a cut's pods in that "
+            f"cloud: {cloud_pods}"
+        )
     if chosen.budget is not None and not chosen.burst.enabled:
         notes.append(f"scenario {name}: its budget is not served without burst (no cloud spend to count)")
     if not chosen.burst.enabled:
-        return ServedFleet(pools, [], None, None, name, notes, inp.warnings, inp.clusters)
+        return ServedFleet(pools, [], None, None, name, notes, inp.warnings, inp.clusters, cloud_pods)
     burst = Burst(chosen.burst.queue, chosen.burst.after_seconds)
-    return ServedFleet(pools, list(inp.hpas), burst, chosen.budget, name, notes, inp.warnings, inp.clusters)
+    return ServedFleet(pools, list(inp.hpas), burst, chosen.budget, name, notes, inp.warnings, inp.clusters, cloud_pods)
 
 
 def _scenario(scenarios: dict[str, ScenarioSpec], wanted: str | None) -> tuple[str, ScenarioSpec]:

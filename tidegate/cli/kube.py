@@ -326,4 +326,6 @@ def kube_fleet(folder: str, scenario: str | None, burst: Burst | None, clouds: S
     if burst is not None and served.burst is not None:
         raise ValueError(f"--burst-queue and --fleet: scenario {served.scenario} says where jobs burst already")
     cloud = tuple(pool for pool in served.pools if pool.is_cloud)
-    return Fleet(cloud, tuple(served.hpas), served.burst or burst, served.budget, tuple(ms.queues))
+    return Fleet(
+        cloud, tuple(served.hpas), served.burst or burst, served.budget, tuple(ms.queues), cloud_pods=served.cloud_pods
+    )

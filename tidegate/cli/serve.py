@@ -156,6 +156,7 @@ def serve(
             fleet.burst,
             fleet.budget,
             claim=partial(take_store, lease, standby, console, options) if lease is not None else None,
+            cloud_pods=fleet.cloud_pods,
         )
     except (ValueError, typer.BadParameter, StoreError, ManifestErrors) as exc:
         if lease is not None:

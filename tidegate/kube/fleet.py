@@ -36,6 +36,7 @@ from tidegate.fleet.bill import Bill
 from tidegate.fleet.burst import Burst
 from tidegate.fleet.hpa_supply import QueueFigures
 from tidegate.fleet.hybrid import HybridFleet
+from tidegate.fleet.links import KEEP_RUNNING, CloudPods
 from tidegate.fleet.pool import CLOUD_TOLERATION, POOL_LABEL, Arrival, Pool, pinned_to_idc
 from tidegate.fleet.port import EventKind, RunningJob, WaitingJob
 from tidegate.fleet.spec import BudgetSpec
@@ -67,6 +68,9 @@ class Scheduling(Protocol):
     def movable(self, key: str) -> bool: ...
 
     def home_queue(self, key: str) -> str: ...
+
+    def forget(self, key: str) -> None:
+        """Leave the group out until the next read hands it over again (it was just moved)."""
 
     def pending_seconds(self, now: float) -> dict[str, float]: ...
 
@@ -120,6 +124,7 @@ class KubeFleet:
         budget: BudgetSpec | None = None,
         queues: Mapping[str, Queue] | None = None,
         members: Sequence[CloudMember] = (),
+        cloud_pods: CloudPods = KEEP_RUNNING,
     ) -> None:
         """With pools or a budget, `api` must also write nodes, queues and events (`FleetApi`); `queues` are the
         queues the budget starts from (the folder's, until the cluster's are read); the pools of the `members`'
@@ -137,7 +142,7 @@ class KubeFleet:
         #: The last read's bound, unfinished pods, by node.
         self._on_node: dict[str, list[Pod]] = {}
         self._started = False
-        self.fleet = HybridFleet(self, clock, pools, hpas, self.queues, burst, budget)
+        self.fleet = HybridFleet(self, clock, pools, hpas, self.queues, burst, budget, cloud_pods)
         self.members = {member.name: member for member in members}
         #: Each node the fleet has had, and its pool (a node removed is no longer among its pool's nodes).
         self._node_pool: dict[str, Pool] = {}
@@ -391,10 +396,13 @@ class KubeFleet:
         namespace, name = _split(key)
         pods = [task.pod for task in job.tasks]
         if self.scheduler.declared(key):
+            # admitted (Inqueue) by its old queue, it waits for the new one's admission, as a job resubmitted
+            self.api.set_group_status(namespace, name, "Pending", f"moved to queue {queue}")
             self.api.overflow(namespace, name, queue, [pod.name for pod in pods], home if to_burst else "")
         else:  # a bare pod: its annotation names its group's queue
             self.api.overflow_pod(namespace, pods[0].name, queue, home if to_burst else "")
         self.moving[key] = (queue, home)
+        self.scheduler.forget(key)  # this cycle's decisions about it are its old queue's
 
     def running_on(self, nodes: Collection[str]) -> list[RunningJob]:
         keys = {self._group(pod) for node in nodes for pod in self._on_node.get(node, ())}

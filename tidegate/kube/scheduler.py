@@ -27,6 +27,7 @@ from typing import TypeVar, cast
 from tidegate.autoscale.hpa import HPASpec
 from tidegate.clock import SimClock
 from tidegate.fleet.burst import Burst
+from tidegate.fleet.links import KEEP_RUNNING, CloudPods
 from tidegate.fleet.pool import Pool, pinned_to_idc
 from tidegate.fleet.scaling import QueueTree
 from tidegate.fleet.spec import BudgetSpec
@@ -134,6 +135,8 @@ class Fleet:
     queues: tuple[Queue, ...] = field(default=())
     #: Cloud clusters run as members (`CloudMember`): their pools' nodes are the members' instances.
     members: tuple[CloudMember, ...] = ()
+    #: What pods running in a cloud do when its link goes down.
+    cloud_pods: CloudPods = KEEP_RUNNING
 
 
 class ClusterScheduler:
@@ -165,6 +168,7 @@ class ClusterScheduler:
             fleet.budget,
             {queue.name: queue for queue in fleet.queues},
             fleet.members,
+            fleet.cloud_pods,
         )
         self.config = config or SchedulerConfiguration()
         self.scheduler_name = scheduler_name
@@ -265,6 +269,12 @@ class ClusterScheduler:
             else:
                 out[key] = home
         return out
+
+    def forget(self, key: str) -> None:
+        """Leave the group out of this cycle and its writes: the next read hands it over again."""
+        if self._groups.pop(key, None) is not None and self.core is not None:
+            self.core.remove_group(key)
+        self._written.pop(key, None)
 
     def wake(self) -> None:
         """Run the next step's cycle even if nothing changed (the fleet changed something)."""

@@ -44,6 +44,7 @@ from tidegate.fleet.budget import Budget
 from tidegate.fleet.burst import Burst
 from tidegate.fleet.hpa_supply import QueueFigures
 from tidegate.fleet.hybrid import HybridFleet
+from tidegate.fleet.links import KEEP_RUNNING, CloudPods
 from tidegate.fleet.pool import Pool, pinned_to_idc
 from tidegate.fleet.port import EventKind, RunningJob, WaitingJob
 from tidegate.fleet.scaling import QueueTree
@@ -152,11 +153,13 @@ class ControlPlane:
         burst: Burst | None = None,
         kept_pools: Mapping[str, Mapping[str, Any]] | None = None,
         budget: BudgetSpec | None = None,
+        cloud_pods: CloudPods = KEEP_RUNNING,
     ) -> None:
         """`pools` add their nodes (`spec.count` each, at once; a pool in `kept_pools`, a store's, the nodes
         it had); `hpas` size the cloud pools they target, one node a replica, every HPA sync (15 s) from the
         queues' pending seconds; `burst` moves waiting jobs to the burst queue; `budget` patches its queue
-        and caps the HPAs as the period's cloud spend crosses its thresholds (its first period starts now).
+        and caps the HPAs as the period's cloud spend crosses its thresholds (its first period starts now);
+        `cloud_pods` is what pods running in a cloud do when its link is reported down.
         Without them the nodes are `nodes` alone, as a plain folder of Nodes says."""
         for what, wanted in (("burst", burst), ("budget", budget)):
             if wanted is not None and wanted.queue not in {q.name for q in queues}:
@@ -197,7 +200,7 @@ class ControlPlane:
         self.fleet_events: list[tuple[float, str]] = []
         self._dirty_pools = Marked()
         locked = _Locked(clock, self._lock, self._flush)
-        self.fleet = HybridFleet(self, locked, pools, hpas, self.queues, burst, budget)
+        self.fleet = HybridFleet(self, locked, pools, hpas, self.queues, burst, budget, cloud_pods)
         kept = kept_pools or {}
         self.fleet.sizing.start(pool for pool in pools if pool.name not in kept)
         for pool in pools:
@@ -221,6 +224,7 @@ class ControlPlane:
         burst: Burst | None = None,
         budget: BudgetSpec | None = None,
         claim: Callable[[], None] | None = None,
+        cloud_pods: CloudPods = KEEP_RUNNING,
     ) -> ControlPlane:
         """Nodes, queues, priority classes and the scheduler configuration of a loaded folder.
 
@@ -239,7 +243,9 @@ class ControlPlane:
         config = ms.configurations[0] if ms.configurations else None
         saved = store.load() if store is not None else None
         kept = saved.pools if saved is not None else {}
-        plane = cls(clock, ms.nodes, ms.queues, config, ms.priority_classes, store, pools, hpas, burst, kept, budget)
+        plane = cls(
+            clock, ms.nodes, ms.queues, config, ms.priority_classes, store, pools, hpas, burst, kept, budget, cloud_pods
+        )
         plane.core.set_namespaces({namespace.name: namespace.labels for namespace in ms.namespaces})
         with plane._lock:
             if saved is not None:
