@@ -55,7 +55,7 @@ class Overflow:
         host, burst = self.host, self.burst
         soonest = math.inf
         moved = False
-        for job in list(host.waiting()):
+        for job in list(host.waiting(outside=burst.queue)):
             if not burst.may_move(job):
                 continue
             if not burst.moves(job, now - job.since, refusal_code(host.reason(job.key))):

@@ -112,8 +112,10 @@ class SpotHost(PoolHost, Protocol):
 
 
 class BurstHost(Events, Protocol):
-    def waiting(self) -> Iterable[WaitingJob]:
-        """The jobs waiting for room now, in the host's order (the order they are moved in)."""
+    def waiting(self, outside: str = "") -> Iterable[WaitingJob]:
+        """The jobs waiting for room now, in the host's order (the order they are moved in). With `outside` a
+        host may leave out jobs pinned to the IDC or in that queue: overflow, which asks every cycle, skips them
+        anyway (a host that keeps them apart saves itself the walk)."""
 
     def reason(self, key: str) -> str:
         """Why the job waits after the last cycle (a `Refusal` when a plugin's vote stops it)."""

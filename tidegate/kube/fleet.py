@@ -357,11 +357,11 @@ class KubeFleet:
             self.api.delete_pod(pod.namespace, pod.name)
         return sorted({self._group(pod) for pod in pods})
 
-    def waiting(self) -> list[WaitingJob]:
+    def waiting(self, outside: str = "") -> list[WaitingJob]:
         core = self.scheduler.core
         out: list[WaitingJob] = []
         for key, job in core.waiting.items() if core is not None else ():
-            if key in self.moving or not self.scheduler.movable(key):
+            if key in self.moving or not self.scheduler.movable(key) or job.group.queue == outside:
                 continue
             pods = [task.pod for task in job.tasks]
             home = self.scheduler.home_queue(key) or job.group.queue

@@ -544,11 +544,11 @@ class ControlPlane:
             self._dirty.add(key)
         return stopping
 
-    def waiting(self) -> list[WaitingJob]:
+    def waiting(self, outside: str = "") -> list[WaitingJob]:
         out = []
         for key in self.core.waiting:
             job = self.jobs[key]
-            if job.waiting:
+            if job.waiting and job.group.queue != outside:
                 pinned = any(pinned_to_idc(pod) for pod in job.template)
                 running = any(pod.node_name for pod in job.pods)
                 queue = job.group.queue

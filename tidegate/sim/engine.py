@@ -184,6 +184,9 @@ class Simulation:
         #: When each unpinned pending job's wait began, by queue then group key, in `pending`'s order: what
         #: `pending_seconds` sums every HPA sync (kept by `_pend` and `_unpend` alongside `pending`).
         self._waits: dict[str, dict[str, float]] = {}
+        #: The pending jobs that may overflow (unpinned, outside the burst queue), in `pending`'s order: what
+        #: overflow looks at every cycle (`waiting(outside=...)`; kept by `_pend` and `_unpend`).
+        self._burstable: dict[str, SimJob] = {}
         self.running: dict[str, Running] = {}  # group key -> placed job
         self.node_pods: dict[str, set[str]] = {}  # node -> group keys with pods there
         self.pod_group: dict[str, str] = {}  # pod key -> group key
@@ -339,12 +342,15 @@ class Simulation:
         self.pending[group_key] = job
         if not job.pinned:
             self._waits.setdefault(job.queue, {})[group_key] = job.pending_since
+            if job.queue != self.scenario.burst.queue:
+                self._burstable[group_key] = job
 
     def _unpend(self, group_key: str) -> SimJob | None:
         """The job no longer waits (placed, or moving to another queue); None if it was not pending."""
         job = self.pending.pop(group_key, None)
         if job is not None and not job.pinned:
             del self._waits[job.queue][group_key]
+            self._burstable.pop(group_key, None)
         return job
 
     def _demand(self, gpus: float) -> None:
@@ -703,10 +709,12 @@ class Simulation:
     def sized(self, pool: Pool) -> None:
         self.meter[f"nodes/{pool.name}"].set(len(pool.nodes), self.clock.now())
 
-    def waiting(self) -> list[WaitingJob]:
+    def waiting(self, outside: str = "") -> list[WaitingJob]:
+        jobs = self._burstable if outside == self.scenario.burst.queue else self.pending
         return [
             WaitingJob(key, job.queue, job.home_queue, job.pending_since, DEFAULT_NAMESPACE, job.pinned)
-            for key, job in self.pending.items()
+            for key, job in jobs.items()
+            if not outside or (job.queue != outside and not job.pinned)
         ]
 
     def reason(self, key: str) -> str:
