@@ -39,7 +39,7 @@ def starving_jobs(ssn: Session, queue: QueueInfo) -> list[JobInfo]:
     """Admitted, valid jobs of the queue that cannot run as they are, in job order."""
     starving = [
         job
-        for job in queue.jobs
+        for job in queue.jobs.values()  # admitted jobs (those waiting for admission are elsewhere)
         if job.phase is not PodGroupPhase.PENDING
         and job.pending_tasks()
         and not ssn.hopeless(job)
