@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import Enum
 
@@ -244,9 +245,49 @@ class JobInfo:
         if self.phase is _WAITING:  # its job key may move: its queue's waiting jobs are sorted again
             self.materialize()
             self.queue.pending.dirty = True
+        if task.status is _RUNNING:
+            self.queue.running.discard(task)
         self.counts[task.status] -= 1
         self.counts[status] = self.counts.get(status, 0) + 1
         task.status = status
+        if status is _RUNNING:
+            self.queue.running.add(task)
+
+
+@dataclass(slots=True)
+class RunningIndex:
+    """The running pods preempt and reclaim may evict, by node row, kept as pods change status (one per
+    session, shared by its queues): not those marked `volcano.sh/preemptable: false` (as Volcano's preempt
+    and reclaim skip a task that is not Preemptable), nor those of a PodGroup so marked. A cycle that looks
+    for victims then starts from it instead of a pass over every pod of the session."""
+
+    rows: dict[int, dict[int, TaskInfo]] = field(default_factory=dict)
+    where: dict[int, int] = field(default_factory=dict)
+
+    def add(self, task: TaskInfo) -> None:
+        row = task.node
+        if row >= 0 and task.pod.preemptable and task.job.group.preemptable is not False:
+            self.where[id(task)] = row
+            on = self.rows.get(row)
+            if on is None:
+                self.rows[row] = {id(task): task}
+            else:
+                on[id(task)] = task
+
+    def discard(self, task: TaskInfo) -> None:
+        row = self.where.pop(id(task), None)
+        if row is not None:
+            on = self.rows[row]
+            del on[id(task)]
+            if not on:
+                del self.rows[row]
+
+    def rebuild(self, tasks: Iterable[TaskInfo]) -> None:
+        """After node rows were renumbered: every running task again at its row."""
+        self.rows, self.where = {}, {}
+        for task in tasks:
+            if task.status is _RUNNING:
+                self.add(task)
 
 
 @dataclass(eq=False, slots=True)
@@ -264,6 +305,8 @@ class QueueInfo:
     jobs: dict[int, JobInfo] = field(default_factory=dict)
     #: Jobs waiting for admission, in job order for enqueue (see pending.py).
     pending: PendingJobs = field(default_factory=PendingJobs)
+    #: The session's running pods that may be evicted, by node (shared by its queues).
+    running: RunningIndex = field(default_factory=lambda: RunningIndex())
     settled: dict[int, JobInfo] = field(default_factory=dict)
     #: What admission votes read for this queue when enqueue last judged all its waiting jobs.
     admission_state: tuple[object, ...] = ()

@@ -37,7 +37,7 @@ from tidegate.scheduler.framework import (
     RowScore,
     switched_off,
 )
-from tidegate.scheduler.info import GpuRequest, JobInfo, QueueInfo, TaskInfo, TaskStatus
+from tidegate.scheduler.info import GpuRequest, JobInfo, QueueInfo, RunningIndex, TaskInfo, TaskStatus
 from tidegate.scheduler.labels import LabelIndex, TaintIndex
 from tidegate.scheduler.node_table import BoolArray, FloatArray, IntArray, NodeTable, ResourceIndex
 from tidegate.scheduler.snapshot import Snapshot
@@ -192,6 +192,8 @@ class Session:
         self.quota_mask[self.index.col[PODS]] = False
         self.total = self._schedulable_total()
         self.warnings: list[str] = []
+        #: Running pods that preempt and reclaim may evict, by node (kept by `JobInfo.set_status`).
+        self.running = RunningIndex()
         self.queues = self._build_queues(snapshot.queues)
         self.hierarchical = any(q.ancestors for q in self.queues.values())
         #: Every job, in the order it was registered (`JobInfo.order`).
@@ -285,6 +287,8 @@ class Session:
             )
             for name, q in by_name.items()
         }
+        for info in infos.values():
+            info.running = self.running
         if hierarchical:
             for info in infos.values():
                 if info.name == ROOT_QUEUE:
@@ -1066,6 +1070,7 @@ class Session:
         queue = job.queue
         for task in job.tasks:
             self._release_task(task)
+            self.running.discard(task)
             if self.tasks.pop(task.key, None) is not None:
                 self.best_effort_tasks -= task.best_effort
                 self.affinity_tasks -= task.pod.pod_affinity is not None
@@ -1192,6 +1197,7 @@ class Session:
                 if task.cards:
                     table.take_cards(row, task.cards, task.gpu.mem_mib, task.gpu.milli, False)
         table.changes.clear()
+        self.running.rebuild(self.tasks.values())
 
     def reopen(self, now: float) -> None:
         """Start a new cycle over the current state: plugins recompute their per-cycle figures (shares,
