@@ -34,6 +34,7 @@ _ALLOCATED = TaskStatus.ALLOCATED
 _PIPELINED = TaskStatus.PIPELINED
 _RUNNING = TaskStatus.RUNNING
 _SUCCEEDED = TaskStatus.SUCCEEDED
+_RELEASING = TaskStatus.RELEASING
 _WAITING = PodGroupPhase.PENDING
 
 #: Statuses that hold resources on a node and count towards a gang's readiness.
@@ -245,12 +246,13 @@ class JobInfo:
         if self.phase is _WAITING:  # its job key may move: its queue's waiting jobs are sorted again
             self.materialize()
             self.queue.pending.dirty = True
-        if task.status is _RUNNING:
+        was = task.status
+        if was is _RUNNING or was is _RELEASING:
             self.queue.running.discard(task)
-        self.counts[task.status] -= 1
+        self.counts[was] -= 1
         self.counts[status] = self.counts.get(status, 0) + 1
         task.status = status
-        if status is _RUNNING:
+        if status is _RUNNING or status is _RELEASING:
             self.queue.running.add(task)
 
 
@@ -263,30 +265,41 @@ class RunningIndex:
 
     rows: dict[int, dict[int, TaskInfo]] = field(default_factory=dict)
     where: dict[int, int] = field(default_factory=dict)
+    #: The pods being released (evicted, or terminating), by node: what a node gets back before a victim's
+    #: own pods leave (`eviction._cards_after_leaving`).
+    releasing: dict[int, dict[int, TaskInfo]] = field(default_factory=dict)
 
     def add(self, task: TaskInfo) -> None:
         row = task.node
-        if row >= 0 and task.pod.preemptable and task.job.group.preemptable is not False:
-            self.where[id(task)] = row
-            on = self.rows.get(row)
-            if on is None:
-                self.rows[row] = {id(task): task}
-            else:
-                on[id(task)] = task
+        if row < 0:
+            return
+        if task.status is _RELEASING:
+            into = self.releasing
+        elif task.pod.preemptable and task.job.group.preemptable is not False:
+            into = self.rows
+        else:
+            return
+        self.where[id(task)] = row
+        on = into.get(row)
+        if on is None:
+            into[row] = {id(task): task}
+        else:
+            on[id(task)] = task
 
     def discard(self, task: TaskInfo) -> None:
         row = self.where.pop(id(task), None)
         if row is not None:
-            on = self.rows[row]
+            into = self.releasing if task.status is _RELEASING else self.rows
+            on = into[row]
             del on[id(task)]
             if not on:
-                del self.rows[row]
+                del into[row]
 
     def rebuild(self, tasks: Iterable[TaskInfo]) -> None:
-        """After node rows were renumbered: every running task again at its row."""
-        self.rows, self.where = {}, {}
+        """After node rows were renumbered: every running or releasing task again at its row."""
+        self.rows, self.where, self.releasing = {}, {}, {}
         for task in tasks:
-            if task.status is _RUNNING:
+            if task.status is _RUNNING or task.status is _RELEASING:
                 self.add(task)
 
 

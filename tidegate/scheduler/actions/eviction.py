@@ -188,7 +188,8 @@ def _cards_after_leaving(
     whole = table.card_whole[row].copy()
     mem = table.card_used_mem[row].copy()
     milli = table.card_used_milli[row].copy()
-    leaving = [*extra_victims, *(t for t in ssn.tasks.values() if t.node == row and t.status is TaskStatus.RELEASING)]
+    releasing = ssn.running.releasing.get(row)
+    leaving = [*extra_victims, *(releasing.values() if releasing else ())]  # in any order: integer sums
     for victim in leaving:
         for card in victim.cards:
             if victim.gpu.whole:

@@ -74,6 +74,7 @@ class CapacityPlugin(Plugin):
                 name: [(int(c), float(real[c])) for c in np.flatnonzero(self.dims)]
                 for name, real in self.real_capability.items()
             }
+            self._real_by_col = {name: dict(cols) for name, cols in self._real_cols.items()}
             dims = [int(c) for c in np.flatnonzero(self.dims)]
             #: Per queue, for the victim filter: the (column, guarantee) pairs it may not go below and
             #: the (column, deserved) pairs with a deserved amount, over the quota dimensions.
@@ -202,14 +203,19 @@ class CapacityPlugin(Plugin):
             return reason
         if not queue.is_leaf:
             return f"queue {queue.name} has child queues; only leaf queues take jobs"
-        if not job.min_resources.any():
+        asked = [(col, least) for col, least in enumerate(job.min_resources.tolist()) if least > 0]
+        if not asked:
             return None
-        dims = self.dims & (job.min_resources > 0)
         for level in self._chain(queue):
-            current = as_float(level.allocated + level.inqueue)
-            reason = self._limit_reason(level, current + job.min_resources, dims, current)
-            if reason:
-                return reason
+            # _limit_reason's test in Python floats (the same conversions and additions as the arrays'; a
+            # pass of enqueue asks this of each minResources it meets); the message still comes from it.
+            allocated, inqueue, limits = level.allocated.tolist(), level.inqueue.tolist(), self._real_by_col[level.name]
+            for col, least in asked:
+                limit = limits.get(col)
+                if limit is not None and float(allocated[col] + inqueue[col]) + float(least) > limit:
+                    current = as_float(level.allocated + level.inqueue)
+                    dims = self.dims & (job.min_resources > 0)
+                    return self._limit_reason(level, current + job.min_resources, dims, current)
         return None
 
     def _may_reclaim(self, queue: QueueInfo, task: TaskInfo) -> str | None:
