@@ -35,7 +35,7 @@ def starving_jobs(ssn: Session, queue: QueueInfo) -> list[JobInfo]:
         job
         for job in queue.jobs.values()  # admitted jobs (those waiting for admission are elsewhere)
         if job.phase is not PodGroupPhase.PENDING
-        and job.pending_tasks()
+        and job.counts[TaskStatus.PENDING]  # it has pending pods (without listing them)
         and not ssn.hopeless(job)
         and ssn.job_invalid_reason(job) is None
         and ssn.job_starving(job)

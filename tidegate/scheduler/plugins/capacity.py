@@ -222,14 +222,23 @@ class CapacityPlugin(Plugin):
         """A queue may reclaim while, on some resource it asks for, it stays within its deserved share."""
         if reason := self._detached_reason(queue):
             return reason
-        dims = self.dims & (task.request > 0)
-        future = as_float(queue.allocated + task.request)
-        if first_exceeded(future, self.real_capability[queue.name], dims) is not None:
-            return f"queue {queue.name} would exceed its capability"
-        deserved = self.deserved[queue.name]
-        if ((future <= deserved) & dims & (deserved > 0)).any():
-            return None
-        return f"queue {queue.name} is at its deserved share"
+        # In Python floats, the same conversions and additions as the arrays' (asked of every starving pod
+        # of a queue below its share, every cycle): over the quota resources the task asks for, none may go
+        # beyond the real capability, and some must stay within a deserved amount.
+        allocated, limits = queue.allocated.tolist(), self._real_by_col[queue.name]
+        deserved = self._deserved_cols[queue.name]
+        within = False
+        for col, asked in _nonzero(task):
+            limit = limits.get(col)
+            if limit is None:
+                continue  # not a quota resource (pod slots)
+            future = float(allocated[col] + asked)
+            if future > limit:
+                return f"queue {queue.name} would exceed its capability"
+            share = deserved.get(col)
+            if share is not None and future <= share:
+                within = True
+        return None if within else f"queue {queue.name} is at its deserved share"
 
     def _reclaimable(self, reclaimer: TaskInfo, candidates: list[TaskInfo]) -> list[TaskInfo]:
         """Victims that hold some resource the reclaimer asks for (pod slots aside: Volcano's
