@@ -179,6 +179,9 @@ class Simulation:
         #: When each unpinned pending job's wait began, by queue then group key, in `pending`'s order: what
         #: `pending_seconds` sums every HPA sync (kept by `_pend` and `_unpend` alongside `pending`).
         self._waits: dict[str, dict[str, float]] = {}
+        #: The pending jobs that may overflow (unpinned, outside the burst queue), in `pending`'s order: what
+        #: `_overflow` looks at every cycle (kept by `_pend` and `_unpend`).
+        self._burstable: dict[str, SimJob] = {}
         self.running: dict[str, Running] = {}  # group key -> placed job
         self.node_pods: dict[str, set[str]] = {}  # node -> group keys with pods there
         self.pod_group: dict[str, str] = {}  # pod key -> group key
@@ -333,12 +336,15 @@ class Simulation:
         self.pending[group_key] = job
         if not job.pinned:
             self._waits.setdefault(job.queue, {})[group_key] = job.pending_since
+            if job.queue != self.scenario.burst.queue:
+                self._burstable[group_key] = job
 
     def _unpend(self, group_key: str) -> SimJob | None:
         """The job no longer waits (placed, or moving to another queue); None if it was not pending."""
         job = self.pending.pop(group_key, None)
         if job is not None and not job.pinned:
             del self._waits[job.queue][group_key]
+            self._burstable.pop(group_key, None)
         return job
 
     def _demand(self, gpus: float) -> None:
@@ -667,9 +673,7 @@ class Simulation:
         if self.outages is not None and self.outages.blocks_burst:
             return
         moved = False
-        for group_key, job in list(self.pending.items()):
-            if job.pinned or job.queue == burst.queue:
-                continue
+        for group_key, job in list(self._burstable.items()):  # not every pending job: pinned ones never move
             waited_enough = now - job.pending_since >= burst.after_seconds
             if not waited_enough and AT_CAPABILITY not in self.core.pending_reason(group_key):
                 continue
