@@ -11,7 +11,7 @@ what `python -m bench.scale 25 examples/seed-scale` writes; k = 5's is written u
 
 python -m bench.seed_scale                     # k = 1, 5, 25, every scenario (about 10 minutes)
 python -m bench.seed_scale --k 1 5 --timeout 300
-python -m bench.seed_scale --profile --write   # and rewrite the block in BENCHMARKS.md
+python -m bench.seed_scale --profile elastic-burst --write   # profile one at k = 25; rewrite BENCHMARKS.md's block
 """
 
 from __future__ import annotations
@@ -184,12 +184,23 @@ def verdicts(results: list[Result]) -> str:
     )
 
 
+def _profile_flag(profile: list[str] | None) -> str:
+    if profile is None:
+        return ""
+    return " --profile" + "".join(f" {name}" for name in profile)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--k", type=int, nargs="+", default=[1, 5, SEED_K])
     parser.add_argument("--scenario", action="append", help="only these scenarios (repeatable)")
     parser.add_argument("--timeout", type=float, default=900.0, help="wall seconds before a run is stopped")
-    parser.add_argument("--profile", action="store_true", help=f"profile each scenario at k = {SEED_K} too")
+    parser.add_argument(
+        "--profile",
+        nargs="*",
+        metavar="SCENARIO",
+        help=f"profile these scenarios at k = {SEED_K} too (all when none is named)",
+    )
     parser.add_argument("--work", type=Path, default=Path("out/bench-seed-scale"), help="scratch folder")
     parser.add_argument("--write", action="store_true", help="rewrite the results block of BENCHMARKS.md")
     parser.add_argument("--one", nargs=2, metavar=("FOLDER", "SCENARIO"), help=argparse.SUPPRESS)
@@ -208,7 +219,7 @@ def main(argv: list[str] | None = None) -> int:
             result = spawn(k, folder, scenario, args.timeout)
             results.append(result)
             print(table([r for r in results if r.k == 1] + ([result] if k != 1 else [])).splitlines()[-1], flush=True)
-            if args.profile and k == SEED_K:
+            if args.profile is not None and k == SEED_K and (not args.profile or scenario in args.profile):
                 path = args.work / f"profile-k{k}-{scenario}.prof"
                 profiled = spawn(k, folder, scenario, args.timeout * 3, path)
                 if profiled.finished:
@@ -218,7 +229,7 @@ def main(argv: list[str] | None = None) -> int:
     text = (
         f"Measured {time.strftime('%Y-%m-%d')} on {machine()}; load average "
         f"{', '.join(f'{x:.2f}' for x in load)} before, {', '.join(f'{x:.2f}' for x in after)} after.\n"
-        f"Command: `python -m bench.seed_scale{' --profile' if args.profile else ''}` (each run a child "
+        f"Command: `python -m bench.seed_scale{_profile_flag(args.profile)}` (each run a child "
         "process of its own, one after another).\n\n" + table(results) + "\n\n" + verdicts(results) + "\n"
     )
     if profiles:

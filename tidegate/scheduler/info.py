@@ -174,16 +174,26 @@ class JobInfo:
         self.touched = pending.stamp()
         return pending
 
+    def judged(self) -> PendingJobs:
+        """Enqueue judges the waiting job now (`enqueue_seen`); returns its queue's waiting jobs."""
+        pending = self._touch()
+        self.enqueue_seen_raw = True
+        pending.unseen.pop(id(self), None)
+        return pending
+
+    # A job no longer waiting never waits again: no record covers it, and nothing else need be kept.
     @property
     def reason(self) -> str:
-        cover = self.queue.pending.cover
-        if cover is not None and self.phase is _WAITING and self.seq < cover.seq and self.touched < cover.seq:
-            return cover.reason_for(self)
+        if self.phase is _WAITING:
+            cover = self.queue.pending.cover
+            if cover is not None and self.seq < cover.seq and self.touched < cover.seq:
+                return cover.reason_for(self)
         return self.reason_
 
     @reason.setter
     def reason(self, value: str) -> None:
-        self._touch()
+        if self.phase is _WAITING:
+            self._touch()
         self.reason_ = value
 
     @property
@@ -192,6 +202,9 @@ class JobInfo:
 
     @enqueue_seen.setter
     def enqueue_seen(self, value: bool) -> None:
+        if self.phase is not _WAITING:
+            self.enqueue_seen_raw = value
+            return
         pending = self._touch()
         self.enqueue_seen_raw = value
         if value:
@@ -206,6 +219,9 @@ class JobInfo:
 
     @enqueue_blocked_at.setter
     def enqueue_blocked_at(self, value: int) -> None:
+        if self.phase is not _WAITING:
+            self.enqueue_blocked_raw = value
+            return
         pending = self._touch()
         old, self.enqueue_blocked_raw = self.enqueue_blocked_raw, value
         if id(self) in pending.jobs:
@@ -247,13 +263,14 @@ class JobInfo:
             self.materialize()
             self.queue.pending.dirty = True
         was = task.status
-        if was is _RUNNING or was is _RELEASING:
-            self.queue.running.discard(task)
+        running = self.queue.running  # None when no action evicts (then nothing is kept)
+        if running is not None and (was is _RUNNING or was is _RELEASING):
+            running.discard(task)
         self.counts[was] -= 1
         self.counts[status] = self.counts.get(status, 0) + 1
         task.status = status
-        if status is _RUNNING or status is _RELEASING:
-            self.queue.running.add(task)
+        if running is not None and (status is _RUNNING or status is _RELEASING):
+            running.add(task)
 
 
 @dataclass(slots=True)
@@ -318,8 +335,9 @@ class QueueInfo:
     jobs: dict[int, JobInfo] = field(default_factory=dict)
     #: Jobs waiting for admission, in job order for enqueue (see pending.py).
     pending: PendingJobs = field(default_factory=PendingJobs)
-    #: The session's running pods that may be evicted, by node (shared by its queues).
-    running: RunningIndex = field(default_factory=lambda: RunningIndex())
+    #: The session's running pods that may be evicted, by node (shared by its queues; None when no action of
+    #: the session evicts).
+    running: RunningIndex | None = None
     settled: dict[int, JobInfo] = field(default_factory=dict)
     #: What admission votes read for this queue when enqueue last judged all its waiting jobs.
     admission_state: tuple[object, ...] = ()

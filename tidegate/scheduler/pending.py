@@ -114,7 +114,8 @@ class PendingJobs:
     def add(self, job: JobInfo, key: Key | None, generation: int) -> None:
         """A job starts waiting (`key`: its job key now, or None when the order is not kept now)."""
         self.jobs[id(job)] = job
-        job.seq = self.stamp()
+        self.tick += 1
+        job.seq = self.tick
         if not job.enqueue_seen_raw:
             self.unseen[id(job)] = job
         if job.enqueue_blocked_raw == self.blocked[0]:
@@ -127,7 +128,7 @@ class PendingJobs:
         else:
             self.min_counts[asked] = held + 1
         if key is None or self.dirty or generation != self.sorted_on:
-            self.dirty = True
+            self.dirty = True  # sorted when a pass needs the order (`sort`)
             return
         job.entry_key = key
         insort(self.entries, (key, job), key=_entry_key)
@@ -137,8 +138,10 @@ class PendingJobs:
         """The job stops waiting (admitted, placed, or removed); False if it was not waiting here."""
         if self.jobs.pop(id(job), None) is None:
             return False
-        job.materialize()  # what the queue's record says of it becomes its own
-        self.unseen.pop(id(job), None)
+        if self.cover is not None:
+            job.materialize()  # what the queue's record says of it becomes its own
+        if self.unseen:
+            self.unseen.pop(id(job), None)
         if job.enqueue_blocked_raw == self.blocked[0]:
             self.blocked = (self.blocked[0], self.blocked[1] - 1)
         asked = job.min_bytes
@@ -147,7 +150,9 @@ class PendingJobs:
             self.min_counts[asked] = held
         else:
             del self.min_counts[asked], self.min_vectors[asked]
-        if not self.dirty:
+        if not self.jobs:  # the next jobs are put in order only if a pass needs it (no key asked till then)
+            self.entries, self.by_ask, self.dirty = [], {}, True
+        elif not self.dirty:
             _remove(self.entries, job)
             same = self.by_ask[asked]
             _remove(same, job)

@@ -14,7 +14,7 @@ from tidegate.scheduler.actions.enqueue import Enqueue
 from tidegate.scheduler.actions.preempt import Preempt
 from tidegate.scheduler.actions.reclaim import Reclaim
 from tidegate.scheduler.framework import Action, PluginRegistry
-from tidegate.scheduler.info import JobInfo, RunningIndex, TaskStatus
+from tidegate.scheduler.info import JobInfo, TaskStatus
 from tidegate.scheduler.pending import PendingJobs
 from tidegate.scheduler.plugins import default_registry
 from tidegate.scheduler.session import Session
@@ -52,8 +52,8 @@ def _dismantle(ssn: Session) -> None:
         job.tasks = []
     for queue in ssn.queues.values():
         queue.jobs, queue.children, queue.ancestors = {}, [], []
-        queue.pending, queue.running = PendingJobs(), RunningIndex()
-    ssn.running = RunningIndex()
+        queue.pending, queue.running = PendingJobs(), None
+    ssn.running = None
     ssn.forget_plugins()  # plugins (and the bound methods the session keeps) point back at the session
 
 

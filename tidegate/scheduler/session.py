@@ -131,10 +131,8 @@ _CHARGED = frozenset({TaskStatus.ALLOCATED, TaskStatus.RUNNING, TaskStatus.PIPEL
 
 
 _WAITING = PodGroupPhase.PENDING
-
-
-def _order(job: JobInfo) -> int:
-    return job.order
+#: The actions that look for victims among running pods (they read `Session.running`).
+EVICTING = frozenset({"reclaim", "preempt"})
 
 
 _T = TypeVar("_T")
@@ -192,12 +190,14 @@ class Session:
         self.quota_mask[self.index.col[PODS]] = False
         self.total = self._schedulable_total()
         self.warnings: list[str] = []
-        #: Running pods that preempt and reclaim may evict, by node (kept by `JobInfo.set_status`).
-        self.running = RunningIndex()
+        #: Running pods that preempt and reclaim may evict, by node (kept by `JobInfo.set_status`), when the
+        #: configuration has either.
+        self.running = RunningIndex() if EVICTING & set(config.actions) else None
         self.queues = self._build_queues(snapshot.queues)
         self.hierarchical = any(q.ancestors for q in self.queues.values())
-        #: Every job, in the order it was registered (`JobInfo.order`).
+        #: Every job, in the order it was registered (`JobInfo.order`, also kept in `_orders`).
         self.jobs: list[JobInfo] = []
+        self._orders: list[int] = []
         self._registered = 0
         self._opened_on = -1
         self.tasks: dict[str, TaskInfo] = {}
@@ -407,6 +407,7 @@ class Session:
         else:
             queue.jobs[id(job)] = job
         self.jobs.append(job)
+        self._orders.append(job.order)
         return job
 
     def _wait(self, job: JobInfo) -> None:
@@ -1070,18 +1071,17 @@ class Session:
         queue = job.queue
         for task in job.tasks:
             self._release_task(task)
-            self.running.discard(task)
+            if self.running is not None:
+                self.running.discard(task)
             if self.tasks.pop(task.key, None) is not None:
                 self.best_effort_tasks -= task.best_effort
                 self.affinity_tasks -= task.pod.pod_affinity is not None
         if queue.settled.pop(id(job), None) is None and queue.jobs.pop(id(job), None) is None:
             queue.pending.discard(job)
-        jobs = self.jobs
-        index = bisect_left(jobs, job.order, key=_order)  # sorted by registration: no scan of every job
-        if index < len(jobs) and jobs[index] is job:
-            del jobs[index]
-        else:
-            jobs.remove(job)
+        orders = self._orders  # `jobs` is in registration order: found by bisection, not a scan of every job
+        index = bisect_left(orders, job.order)
+        if index < len(orders) and self.jobs[index] is job:
+            del self.jobs[index], orders[index]
         job.tasks = []
 
     def finish_task(self, task: TaskInfo, status: TaskStatus) -> None:
@@ -1197,7 +1197,8 @@ class Session:
                 if task.cards:
                     table.take_cards(row, task.cards, task.gpu.mem_mib, task.gpu.milli, False)
         table.changes.clear()
-        self.running.rebuild(self.tasks.values())
+        if self.running is not None:
+            self.running.rebuild(self.tasks.values())
 
     def reopen(self, now: float) -> None:
         """Start a new cycle over the current state: plugins recompute their per-cycle figures (shares,

@@ -12,7 +12,7 @@ import numpy as np
 from tidegate.model.objects import PodGroupPhase
 from tidegate.scheduler.info import JobInfo, QueueInfo, TaskStatus
 from tidegate.scheduler.node_table import IntArray
-from tidegate.scheduler.pending import Cover, Entry, Key, _entry_key
+from tidegate.scheduler.pending import Cover, Entry, Key, PendingJobs, _entry_key
 from tidegate.scheduler.session import Session
 
 
@@ -81,7 +81,7 @@ class Enqueue:
                 if reserved is not None:
                     for level in (queue, *queue.ancestors):
                         level.inqueue += reserved
-        for queue in ssn.in_queue_order(q for q in ssn.queues.values() if q.has_jobs):
+        for queue in ssn.in_queue_order(q for q in ssn.queues.values() if q.jobs or q.pending):
             if ssn.ext.job_enqueue_permit:
                 self._admit_each(ssn, queue)
             else:
@@ -98,9 +98,10 @@ class Enqueue:
             return
         unseen = waiting.unseen  # never judged: among the candidates, and those are the rest
         if candidates == len(unseen) or _only_grew(queue.admission_state, _admission_state(ssn, queue)):
-            if not unseen:
-                return
-            _judge(ssn, queue, ssn.in_job_order(unseen.values()), lazy=False)
+            if len(unseen) == 1:
+                _judge_one(ssn, queue, next(iter(unseen.values())))
+            elif unseen:
+                _judge(ssn, queue, ssn.in_job_order(unseen.values()), lazy=False)
         elif candidates == len(waiting):
             entries = ssn.waiting_in_order(queue)
             if any(level.queue.namespaces for level in (queue, *queue.ancestors)):
@@ -187,7 +188,7 @@ def _judge(ssn: Session, queue: QueueInfo, ordered: list[JobInfo], lazy: bool) -
     cover_seq = waiting.stamp() if lazy else 0  # a record made by this pass covers jobs stamped before it
     last = len(ordered) - 1
     for i, job in enumerate(ordered):
-        job.enqueue_seen = True
+        job.judged()
         asked = job.min_bytes
         if lazy:
             walked[asked] = walked.get(asked, 0) + 1
@@ -203,14 +204,13 @@ def _judge(ssn: Session, queue: QueueInfo, ordered: list[JobInfo], lazy: bool) -
         if not reason:
             job.phase = PodGroupPhase.INQUEUE  # leaves the waiting jobs after the pass (their counts hold till then)
             admitted.append(job)
-            job.reason = ssn.job_invalid_reason(job) or ""  # a gang still short of pods says so
+            job.reason_ = ssn.job_invalid_reason(job) or ""  # a gang still short of pods says so
             refused.clear()
             probed = None
             for level in (queue, *queue.ancestors):
                 level.inqueue += job.min_resources
             continue
-        job.reason = reason
-        job.enqueue_blocked_at = freed
+        _refused(waiting, job, reason, freed)
         refusing = True
         if outside or i == last:
             continue
@@ -233,16 +233,39 @@ def _judge(ssn: Session, queue: QueueInfo, ordered: list[JobInfo], lazy: bool) -
                 waiting.blocked = (freed, (count if epoch == freed else 0) + last - i)
             else:
                 for rest in ordered[i + 1 :]:
-                    rest.enqueue_seen = True
+                    rest.judged()
                     namespace = ssn.namespace_refusal(queue, rest.group.namespace)
-                    rest.reason = namespace or refused.get(rest.min_bytes) or refusal
-                    rest.enqueue_blocked_at = freed
+                    _refused(waiting, rest, namespace or refused.get(rest.min_bytes) or refusal, freed)
             break
     for job in admitted:
         if waiting.discard(job):
             queue.jobs[id(job)] = job
     # Refused jobs stay refused while the usage only grows; with none left waiting there is nothing to keep.
     queue.admission_state = _admission_state(ssn, queue) if refusing else ()
+
+
+def _judge_one(ssn: Session, queue: QueueInfo, job: JobInfo) -> None:
+    """`_judge` of a single job (a cycle's one arrival, the common case): no memo, floor or probe to keep."""
+    waiting = job.judged()
+    reason = ssn.namespace_refusal(queue, job.group.namespace) or ssn.job_not_enqueueable_reason(job)
+    if reason:
+        _refused(waiting, job, reason, ssn.freed)
+        queue.admission_state = _admission_state(ssn, queue)
+        return
+    job.phase = PodGroupPhase.INQUEUE
+    job.reason_ = ssn.job_invalid_reason(job) or ""  # a gang still short of pods says so
+    for level in (queue, *queue.ancestors):
+        level.inqueue += job.min_resources
+    if waiting.discard(job):
+        queue.jobs[id(job)] = job
+    queue.admission_state = ()
+
+
+def _refused(waiting: PendingJobs, job: JobInfo, reason: str, freed: int) -> None:
+    """A waiting job just judged is refused now (what `job.reason = ...; job.enqueue_blocked_at = freed` do)."""
+    job.reason_ = reason
+    old, job.enqueue_blocked_raw = job.enqueue_blocked_raw, freed
+    waiting.note_blocked(old, freed)
 
 
 def _cover(

@@ -26,6 +26,7 @@ def running_by_node(ssn: Session) -> dict[int, dict[int, TaskInfo]]:
     Volcano's preempt and reclaim skip a task that is not Preemptable), nor those of a PodGroup so marked
     (as its gang eviction actions read the PodGroup's). The session keeps it as pods change status
     (`RunningIndex`): it changes as victims are evicted."""
+    assert ssn.running is not None, "a session whose actions evict keeps its running pods by node"
     return ssn.running.rows
 
 
@@ -188,7 +189,7 @@ def _cards_after_leaving(
     whole = table.card_whole[row].copy()
     mem = table.card_used_mem[row].copy()
     milli = table.card_used_milli[row].copy()
-    releasing = ssn.running.releasing.get(row)
+    releasing = ssn.running.releasing.get(row) if ssn.running is not None else None
     leaving = [*extra_victims, *(releasing.values() if releasing else ())]  # in any order: integer sums
     for victim in leaving:
         for card in victim.cards:
