@@ -44,6 +44,7 @@ HYBRID = ROOT / "examples" / "hybrid-idc"
 START = "<!-- bench:simulation:start -->"
 END = "<!-- bench:simulation:end -->"
 #: From the issue: simulated jobs per wall-second on trace replay.
+#: The earlier target for trace replay, replaced by issue 20's (no slower than before; bench/seed_scale.py).
 TARGET_JOBS_PER_S = 10_000
 FLOOR = "CountingCore (engine floor)"
 CARD = 1000  # one GPU in canonical units
@@ -250,8 +251,10 @@ def summary(rows: list[Row]) -> str:
     full = [r for r in rows if r.workload == "openb replay, all jobs" and r.core == "OnlineScheduler"]
     if full:
         rate = full[0].jobs_per_s
-        verdict = "met" if rate >= TARGET_JOBS_PER_S else "**not met**"
-        out.append(f"Trace replay: {rate:,.0f} jobs/s against the target of {TARGET_JOBS_PER_S:,} ({verdict}).")
+        out.append(
+            f"Trace replay: {rate:,.0f} jobs/s (the earlier target of {TARGET_JOBS_PER_S:,} is replaced by issue "
+            "20's: no slower than before; see *Seed scale*)."
+        )
         floor = next((r for r in rows if r.workload == full[0].workload and r.core == FLOOR), None)
         if floor is not None:
             core_us = (full[0].seconds - floor.seconds) / full[0].jobs * 1e6

@@ -102,7 +102,7 @@ def test_water_fill_and_admission_match_the_vector_forms() -> None:
     for _ in range(300):
         ssn = random_session(rng)
         plugin = next(p for p in ssn.plugins if isinstance(p, ProportionPlugin))
-        active = [q for q in ssn.queues.values() if q.jobs or q.settled]
+        active = [q for q in ssn.queues.values() if q.has_jobs or q.settled]
         expected = reference_water_fill(ssn, active)
         for q in ssn.queues.values():
             want = expected.get(q.name, np.zeros(len(ssn.index)))

@@ -51,7 +51,7 @@ def test_an_added_group_is_registered_like_a_snapshot_group() -> None:
     added = _session()
     job = added.add_group(PodGroup(name="a", phase=PodGroupPhase.INQUEUE), [_pod("a")])
     reference = built.jobs[0]
-    assert added.jobs == [job] and added.queues["default"].jobs == [job]
+    assert added.jobs == [job] and list(added.queues["default"].jobs.values()) == [job]
     assert added.tasks["default/a"] is job.tasks[0]
     assert job.counts == reference.counts and job.priority == reference.priority
     assert (job.tasks[0].request == reference.tasks[0].request).all()

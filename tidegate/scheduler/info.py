@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import Enum
 
@@ -10,6 +11,7 @@ import numpy as np
 from tidegate.model.objects import Pod, PodGroup, PodGroupPhase, Queue
 from tidegate.model.resources import GPU_MEMORY, GPU_MILLI, NVIDIA_GPU
 from tidegate.scheduler.node_table import IntArray
+from tidegate.scheduler.pending import Cover, PendingJobs
 from tidegate.scheduler.refusal import Refusal
 
 
@@ -33,6 +35,8 @@ _ALLOCATED = TaskStatus.ALLOCATED
 _PIPELINED = TaskStatus.PIPELINED
 _RUNNING = TaskStatus.RUNNING
 _SUCCEEDED = TaskStatus.SUCCEEDED
+_RELEASING = TaskStatus.RELEASING
+_WAITING = PodGroupPhase.PENDING
 
 #: Statuses that hold resources on a node and count towards a gang's readiness.
 READY_STATUSES = frozenset({TaskStatus.ALLOCATED, TaskStatus.RUNNING, TaskStatus.SUCCEEDED})
@@ -107,14 +111,15 @@ class JobInfo:
     allocated: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     counts: dict[TaskStatus, int] = field(default_factory=dict)
     phase: PodGroupPhase = PodGroupPhase.PENDING
-    #: Why the job could not get (all of) its pods placed this session, for the user.
-    reason: str = ""
+    #: Why the job could not get (all of) its pods placed this session, for the user (read it as `reason`:
+    #: a waiting job past where enqueue stopped reads it from its queue's record, see pending.py).
+    reason_: str = ""
     #: minResources is covered by its pods' requests (then a fully placed gang reserves nothing more).
     min_within_requests: bool = True
     #: `Session.freed` when allocate (enqueue) last failed the job: while nothing is freed it would fail
     #: again (placements and admissions only take capacity and quota), so cycles skip it.
     blocked_at: int = -1
-    enqueue_blocked_at: int = -1
+    enqueue_blocked_raw: int = -1
     #: Bumped by every pod status change (and so every change of `allocated`): what job order reads.
     version: int = 0
     #: `(version, node table generation, job key)` of the last `Session.job_key`.
@@ -123,18 +128,105 @@ class JobInfo:
     valid_memo: tuple[int, Refusal | None] | None = None
     #: `(version, phase, reserved)`: what enqueue last found the job's minResources still reserve.
     reserved_memo: tuple[int, PodGroupPhase, IntArray | None] | None = None
-    #: Enqueue has judged the job since its queue's admission state last changed (`QueueInfo.admission_state`).
-    enqueue_seen: bool = False
+    #: Enqueue has judged the job since its queue's admission state last changed (`QueueInfo.admission_state`;
+    #: read it as `enqueue_seen`, like `reason`).
+    enqueue_seen_raw: bool = False
     #: `(node table generation, pending pods)` when allocate found none of its pending pods fits any
     #: node even empty (`Session.hopeless`).
     hopeless_at: tuple[int, int] = (-1, -1)
     #: Per eviction action (preempt, reclaim): `(Session.freed, Session.placed)` when it last failed the
     #: job; while neither moved, no victim or room appeared, so the action skips the job.
     evict_blocked_at: dict[str, tuple[int, int]] = field(default_factory=dict)
+    #: minResources as bytes (what enqueue's memos are keyed by).
+    min_bytes: bytes = b""
+    #: The queue's `PendingJobs.tick` when the job started waiting, and when it was last written to (a
+    #: queue's record of refusals covers only jobs stamped before it and not written to since).
+    seq: int = 0
+    touched: int = 0
+    #: Position of the job in the session's registration order (`Session.jobs` is sorted by it).
+    order: int = 0
+    #: Its job key in its queue's order of waiting jobs (`PendingJobs.entries`).
+    entry_key: tuple[object, ...] = ()
 
     @property
     def key(self) -> str:
         return self.group.key
+
+    # -- what enqueue wrote, possibly through the queue's record (pending.py) ------------------------------
+    def _cover(self) -> Cover | None:
+        cover = self.queue.pending.cover
+        if cover is not None and self.phase is _WAITING and self.seq < cover.seq and self.touched < cover.seq:
+            return cover
+        return None
+
+    def materialize(self) -> None:
+        """What the queue's record says of the job becomes its own (before anything writes to it)."""
+        cover = self._cover()
+        if cover is not None:
+            self.reason_ = cover.reason_for(self)
+            self.enqueue_seen_raw = True
+            self.enqueue_blocked_raw = cover.freed
+            self.touched = self.queue.pending.stamp()
+
+    def _touch(self) -> PendingJobs:
+        pending = self.queue.pending
+        if pending.cover is not None:
+            self.materialize()
+        self.touched = pending.stamp()
+        return pending
+
+    def judged(self) -> PendingJobs:
+        """Enqueue judges the waiting job now (`enqueue_seen`); returns its queue's waiting jobs."""
+        pending = self._touch()
+        self.enqueue_seen_raw = True
+        pending.unseen.pop(id(self), None)
+        return pending
+
+    # A job no longer waiting never waits again: no record covers it, and nothing else need be kept.
+    @property
+    def reason(self) -> str:
+        if self.phase is _WAITING:
+            cover = self.queue.pending.cover
+            if cover is not None and self.seq < cover.seq and self.touched < cover.seq:
+                return cover.reason_for(self)
+        return self.reason_
+
+    @reason.setter
+    def reason(self, value: str) -> None:
+        if self.phase is _WAITING:
+            self._touch()
+        self.reason_ = value
+
+    @property
+    def enqueue_seen(self) -> bool:
+        return True if self._cover() is not None else self.enqueue_seen_raw
+
+    @enqueue_seen.setter
+    def enqueue_seen(self, value: bool) -> None:
+        if self.phase is not _WAITING:
+            self.enqueue_seen_raw = value
+            return
+        pending = self._touch()
+        self.enqueue_seen_raw = value
+        if value:
+            pending.unseen.pop(id(self), None)
+        elif id(self) in pending.jobs:
+            pending.unseen[id(self)] = self
+
+    @property
+    def enqueue_blocked_at(self) -> int:
+        cover = self._cover()
+        return cover.freed if cover is not None else self.enqueue_blocked_raw
+
+    @enqueue_blocked_at.setter
+    def enqueue_blocked_at(self, value: int) -> None:
+        if self.phase is not _WAITING:
+            self.enqueue_blocked_raw = value
+            return
+        pending = self._touch()
+        old, self.enqueue_blocked_raw = self.enqueue_blocked_raw, value
+        if id(self) in pending.jobs:
+            pending.note_blocked(old, value)
 
     @property
     def min_available(self) -> int:
@@ -168,9 +260,65 @@ class JobInfo:
 
     def set_status(self, task: TaskInfo, status: TaskStatus) -> None:
         self.version += 1
-        self.counts[task.status] -= 1
+        if self.phase is _WAITING:  # its job key may move: its queue's waiting jobs are sorted again
+            self.materialize()
+            self.queue.pending.dirty = True
+        was = task.status
+        running = self.queue.running  # None when no action evicts (then nothing is kept)
+        if running is not None and (was is _RUNNING or was is _RELEASING):
+            running.discard(task)
+        self.counts[was] -= 1
         self.counts[status] = self.counts.get(status, 0) + 1
         task.status = status
+        if running is not None and (status is _RUNNING or status is _RELEASING):
+            running.add(task)
+
+
+@dataclass(slots=True)
+class RunningIndex:
+    """The running pods preempt and reclaim may evict, by node row, kept as pods change status (one per
+    session, shared by its queues): not those marked `volcano.sh/preemptable: false` (as Volcano's preempt
+    and reclaim skip a task that is not Preemptable), nor those of a PodGroup so marked. A cycle that looks
+    for victims then starts from it instead of a pass over every pod of the session."""
+
+    rows: dict[int, dict[int, TaskInfo]] = field(default_factory=dict)
+    where: dict[int, int] = field(default_factory=dict)
+    #: The pods being released (evicted, or terminating), by node: what a node gets back before a victim's
+    #: own pods leave (`eviction._cards_after_leaving`).
+    releasing: dict[int, dict[int, TaskInfo]] = field(default_factory=dict)
+
+    def add(self, task: TaskInfo) -> None:
+        row = task.node
+        if row < 0:
+            return
+        if task.status is _RELEASING:
+            into = self.releasing
+        elif task.pod.preemptable and task.job.group.preemptable is not False:
+            into = self.rows
+        else:
+            return
+        self.where[id(task)] = row
+        on = into.get(row)
+        if on is None:
+            into[row] = {id(task): task}
+        else:
+            on[id(task)] = task
+
+    def discard(self, task: TaskInfo) -> None:
+        row = self.where.pop(id(task), None)
+        if row is not None:
+            into = self.releasing if task.status is _RELEASING else self.rows
+            on = into[row]
+            del on[id(task)]
+            if not on:
+                del into[row]
+
+    def rebuild(self, tasks: Iterable[TaskInfo]) -> None:
+        """After node rows were renumbered: every running or releasing task again at its row."""
+        self.rows, self.where, self.releasing = {}, {}, {}
+        for task in tasks:
+            if task.status is _RUNNING or task.status is _RELEASING:
+                self.add(task)
 
 
 @dataclass(eq=False, slots=True)
@@ -182,9 +330,15 @@ class QueueInfo:
     allocated: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     request: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     inqueue: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
-    #: Jobs the actions look at: all of them in a one-off session; in a long-lived one, settled jobs
-    #: (fully placed gangs that reserve nothing) wait in `settled` until something happens to them.
-    jobs: list[JobInfo] = field(default_factory=list)
+    #: Admitted jobs the actions look at (by id, in the order they came), not those still waiting for admission
+    #: (PodGroup phase Pending: in `pending`); in a long-lived session, settled jobs (fully placed gangs that
+    #: reserve nothing) wait in `settled` until something happens to them.
+    jobs: dict[int, JobInfo] = field(default_factory=dict)
+    #: Jobs waiting for admission, in job order for enqueue (see pending.py).
+    pending: PendingJobs = field(default_factory=PendingJobs)
+    #: The session's running pods that may be evicted, by node (shared by its queues; None when no action of
+    #: the session evicts).
+    running: RunningIndex | None = None
     settled: dict[int, JobInfo] = field(default_factory=dict)
     #: What admission votes read for this queue when enqueue last judged all its waiting jobs.
     admission_state: tuple[object, ...] = ()
@@ -196,3 +350,12 @@ class QueueInfo:
     @property
     def is_leaf(self) -> bool:
         return not self.children
+
+    @property
+    def has_jobs(self) -> bool:
+        """Some job is admitted or waits for admission (settled ones aside)."""
+        return bool(self.jobs or self.pending)
+
+    def unsettled(self) -> list[JobInfo]:
+        """Every job not settled: the admitted ones, then those waiting for admission."""
+        return [*self.jobs.values(), *self.pending]

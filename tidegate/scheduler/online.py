@@ -91,7 +91,7 @@ class OnlineScheduler:
         if job.counts[TaskStatus.PENDING] or not job.ready_num or job.ready_num < job.min_available:
             self.waiting[group.key] = job
             return
-        job.phase = self.ssn.final_phase(job)
+        self.ssn.set_phase(job, self.ssn.final_phase(job))
         self.ssn.settle(job)
 
     def remove_group(self, key: str) -> None:
@@ -154,7 +154,7 @@ class OnlineScheduler:
             touched[id(job)] = job
         # Only jobs that gained or lost pods this cycle can change phase or stop waiting.
         for job in touched.values():
-            job.phase = ssn.final_phase(job)
+            ssn.set_phase(job, ssn.final_phase(job))
             if job.key in self.waiting and not job.counts[TaskStatus.PENDING] and job.ready_num >= job.min_available:
                 del self.waiting[job.key]
         for job in placed.values():

@@ -15,6 +15,7 @@ from tidegate.scheduler.actions.preempt import Preempt
 from tidegate.scheduler.actions.reclaim import Reclaim
 from tidegate.scheduler.framework import Action, PluginRegistry
 from tidegate.scheduler.info import JobInfo, TaskStatus
+from tidegate.scheduler.pending import PendingJobs
 from tidegate.scheduler.plugins import default_registry
 from tidegate.scheduler.session import Session
 from tidegate.scheduler.snapshot import Bind, Decisions, Evict, GroupStatus, PendingJob, Pipeline, Snapshot
@@ -50,7 +51,9 @@ def _dismantle(ssn: Session) -> None:
     for job in ssn.jobs:
         job.tasks = []
     for queue in ssn.queues.values():
-        queue.jobs, queue.children, queue.ancestors = [], [], []
+        queue.jobs, queue.children, queue.ancestors = {}, [], []
+        queue.pending, queue.running = PendingJobs(), None
+    ssn.running = None
     ssn.forget_plugins()  # plugins (and the bound methods the session keeps) point back at the session
 
 

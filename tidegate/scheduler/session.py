@@ -6,6 +6,7 @@ the per-shape placement caches. It never reads a clock or does I/O.
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -36,7 +37,7 @@ from tidegate.scheduler.framework import (
     RowScore,
     switched_off,
 )
-from tidegate.scheduler.info import GpuRequest, JobInfo, QueueInfo, TaskInfo, TaskStatus
+from tidegate.scheduler.info import GpuRequest, JobInfo, QueueInfo, RunningIndex, TaskInfo, TaskStatus
 from tidegate.scheduler.labels import LabelIndex, TaintIndex
 from tidegate.scheduler.node_table import BoolArray, FloatArray, IntArray, NodeTable, ResourceIndex
 from tidegate.scheduler.refusal import Refusal, RefusalCode
@@ -130,6 +131,11 @@ _ON_NODE = frozenset({TaskStatus.ALLOCATED, TaskStatus.RUNNING, TaskStatus.RELEA
 _CHARGED = frozenset({TaskStatus.ALLOCATED, TaskStatus.RUNNING, TaskStatus.PIPELINED})
 
 
+_WAITING = PodGroupPhase.PENDING
+#: The actions that look for victims among running pods (they read `Session.running`).
+EVICTING = frozenset({"reclaim", "preempt"})
+
+
 _T = TypeVar("_T")
 
 
@@ -185,9 +191,16 @@ class Session:
         self.quota_mask[self.index.col[PODS]] = False
         self.total = self._schedulable_total()
         self.warnings: list[str] = []
+        #: Running pods that preempt and reclaim may evict, by node (kept by `JobInfo.set_status`), when the
+        #: configuration has either.
+        self.running = RunningIndex() if EVICTING & set(config.actions) else None
         self.queues = self._build_queues(snapshot.queues)
         self.hierarchical = any(q.ancestors for q in self.queues.values())
+        #: Every job, in the order it was registered (`JobInfo.order`, also kept in `_orders`).
         self.jobs: list[JobInfo] = []
+        self._orders: list[int] = []
+        self._registered = 0
+        self._opened_on = -1
         self.tasks: dict[str, TaskInfo] = {}
         #: How many of `tasks` are best-effort (`TaskInfo.best_effort`): backfill has nothing to do without one.
         self.best_effort_tasks = 0
@@ -275,6 +288,8 @@ class Session:
             )
             for name, q in by_name.items()
         }
+        for info in infos.values():
+            info.running = self.running
         if hierarchical:
             for info in infos.values():
                 if info.name == ROOT_QUEUE:
@@ -320,14 +335,18 @@ class Session:
     def _add_job(self, group: PodGroup, queue: QueueInfo, pods: Sequence[Pod]) -> JobInfo:
         """Register one PodGroup and its pods: the job view, its tasks (bound pods take their node's
         resources), the queue's request. Shared by construction and `add_group`."""
+        floor = self.vector(group.min_resources)
+        self._registered += 1
         job = JobInfo(
             group=group,
             queue=queue,
-            min_resources=self.vector(group.min_resources),
+            min_resources=floor,
             priority=group.priority,
             allocated=np.zeros(len(self.index), np.int64),
             counts=_NO_TASKS.copy(),
             phase=group.phase,
+            min_bytes=floor.tobytes(),
+            order=self._registered,
         )
         deferred = self._deferred_requests
         by_ident = self._pods_by_ident
@@ -384,9 +403,36 @@ class Session:
                 if least > asked:
                     job.min_within_requests = False
                     break
-        queue.jobs.append(job)
+        if job.phase is _WAITING:
+            self._wait(job)
+        else:
+            queue.jobs[id(job)] = job
         self.jobs.append(job)
+        self._orders.append(job.order)
         return job
+
+    def _wait(self, job: JobInfo) -> None:
+        """The job waits for admission: among its queue's pending jobs, in job order when that is kept."""
+        pending = job.queue.pending
+        generation = self.table.generation
+        # keys need the plugins (not yet registered while the session is built) and the order kept so far
+        keep = not pending.dirty and pending.sorted_on == generation == self._opened_on
+        pending.add(job, self.job_key(job) if keep else None, generation)
+
+    def set_phase(self, job: JobInfo, phase: PodGroupPhase) -> None:
+        """The job's PodGroup phase; a job leaving Pending joins its queue's admitted jobs."""
+        was, job.phase = job.phase, phase
+        if was is _WAITING and phase is not _WAITING and job.queue.pending.discard(job):
+            job.queue.jobs[id(job)] = job
+
+    def waiting_in_order(self, queue: QueueInfo) -> list[tuple[tuple[object, ...], JobInfo]]:
+        """The queue's jobs waiting for admission as (job key, job), in job order (sorted again only when a
+        key may have moved: the node table changed, or a waiting job's pods did)."""
+        pending = queue.pending
+        generation = self.table.generation
+        if pending.dirty or pending.sorted_on != generation:
+            pending.sort([(self.job_key(job), job) for job in pending], generation)
+        return pending.entries
 
     def add_group(self, group: PodGroup, pods: Sequence[Pod]) -> JobInfo:
         """Register a PodGroup and its pods that arrive after the session opened, exactly as construction
@@ -1026,12 +1072,17 @@ class Session:
         queue = job.queue
         for task in job.tasks:
             self._release_task(task)
+            if self.running is not None:
+                self.running.discard(task)
             if self.tasks.pop(task.key, None) is not None:
                 self.best_effort_tasks -= task.best_effort
                 self.affinity_tasks -= task.pod.pod_affinity is not None
-        if queue.settled.pop(id(job), None) is None:
-            queue.jobs.remove(job)
-        self.jobs.remove(job)
+        if queue.settled.pop(id(job), None) is None and queue.jobs.pop(id(job), None) is None:
+            queue.pending.discard(job)
+        orders = self._orders  # `jobs` is in registration order: found by bisection, not a scan of every job
+        index = bisect_left(orders, job.order)
+        if index < len(orders) and self.jobs[index] is job:
+            del self.jobs[index], orders[index]
         job.tasks = []
 
     def finish_task(self, task: TaskInfo, status: TaskStatus) -> None:
@@ -1075,14 +1126,14 @@ class Session:
             and job.min_within_requests
         )
         if settled and id(job) not in job.queue.settled:
-            job.queue.jobs.remove(job)
+            del job.queue.jobs[id(job)]
             job.queue.settled[id(job)] = job
         return settled
 
     def unsettle(self, job: JobInfo) -> None:
         """Bring a settled job back under the actions' eyes (a pod was evicted or lost its node)."""
         if job.queue.settled.pop(id(job), None) is not None:
-            job.queue.jobs.append(job)
+            job.queue.jobs[id(job)] = job
 
     def resize_nodes(self, nodes: Sequence[Node]) -> None:
         """Take nodes whose allocatable or schedulability changed and nothing else (`NodeTable.resizes`), as
@@ -1147,6 +1198,8 @@ class Session:
                 if task.cards:
                     table.take_cards(row, task.cards, task.gpu.mem_mib, task.gpu.milli, False)
         table.changes.clear()
+        if self.running is not None:
+            self.running.rebuild(self.tasks.values())
 
     def reopen(self, now: float) -> None:
         """Start a new cycle over the current state: plugins recompute their per-cycle figures (shares,

@@ -11,7 +11,6 @@ from collections.abc import Iterator
 from itertools import count
 from typing import ClassVar
 
-from tidegate.model.objects import PodGroupPhase
 from tidegate.scheduler.info import JobInfo, QueueInfo, TaskInfo, TaskStatus
 from tidegate.scheduler.refusal import Refusal
 from tidegate.scheduler.session import Session
@@ -22,9 +21,8 @@ def schedulable_jobs(ssn: Session, queue: QueueInfo, skip_blocked: bool = False)
     those allocate failed while nothing has been freed since)."""
     gated = "enqueue" in ssn.config.actions
     out = []
-    for job in queue.jobs:
-        if gated and job.phase is PodGroupPhase.PENDING:
-            continue
+    # Jobs waiting for admission (phase Pending) are enqueue's, unless there is no enqueue.
+    for job in queue.jobs.values() if gated else queue.unsettled():
         if not job.counts[TaskStatus.PENDING]:
             continue
         if skip_blocked and (job.blocked_at == ssn.freed or ssn.hopeless(job)):

@@ -11,7 +11,7 @@ import numpy as np
 
 from tidegate.model.objects import PodGroupPhase, PreemptionPolicy
 from tidegate.scheduler.info import JobInfo, QueueInfo, TaskInfo, TaskStatus
-from tidegate.scheduler.node_table import BoolArray
+from tidegate.scheduler.node_table import BoolArray, NodeTable
 from tidegate.scheduler.session import Session
 from tidegate.scheduler.statement import Statement
 
@@ -21,27 +21,22 @@ NEVER = PreemptionPolicy.NEVER
 CARD_MILLI = 1000
 
 
-def running_by_node(ssn: Session) -> dict[int, list[TaskInfo]]:
+def running_by_node(ssn: Session) -> dict[int, dict[int, TaskInfo]]:
     """The running pods that may be evicted, by node: not those marked `volcano.sh/preemptable: false` (as
     Volcano's preempt and reclaim skip a task that is not Preemptable), nor those of a PodGroup so marked
-    (as its gang eviction actions read the PodGroup's)."""
-    out: dict[int, list[TaskInfo]] = {}
-    running = TaskStatus.RUNNING
-    for task in ssn.tasks.values():
-        if task.status is not running or task.node < 0:
-            continue
-        if task.pod.preemptable and task.job.group.preemptable is not False:
-            out.setdefault(task.node, []).append(task)
-    return out
+    (as its gang eviction actions read the PodGroup's). The session keeps it as pods change status
+    (`RunningIndex`): it changes as victims are evicted."""
+    assert ssn.running is not None, "a session whose actions evict keeps its running pods by node"
+    return ssn.running.rows
 
 
 def starving_jobs(ssn: Session, queue: QueueInfo) -> list[JobInfo]:
     """Admitted, valid jobs of the queue that cannot run as they are, in job order."""
     starving = [
         job
-        for job in queue.jobs
+        for job in queue.jobs.values()  # admitted jobs (those waiting for admission are elsewhere)
         if job.phase is not PodGroupPhase.PENDING
-        and job.pending_tasks()
+        and job.counts[TaskStatus.PENDING]  # it has pending pods (without listing them)
         and not ssn.hopeless(job)
         and ssn.job_invalid_reason(job) is None
         and ssn.job_starving(job)
@@ -81,31 +76,40 @@ def evict_for(
     ssn: Session,
     stmt: Statement,
     task: TaskInfo,
-    by_node: dict[int, list[TaskInfo]],
+    by_node: dict[int, dict[int, TaskInfo]],
     eligible: Callable[[TaskInfo], bool],
     filters: list[VictimFilter],
     reason: str,
     quota_fits: Callable[[], bool] | None = None,
+    rows: list[int] | None = None,
 ) -> bool:
-    """Evict victims on the first suitable node until the task fits there, then pipeline it.
+    """Evict victims on the first suitable node (in row order; `rows`: `sorted(by_node)`, if known) until the
+    task fits there, then pipeline it.
 
     quota_fits, when given, must also hold before the task is pipelined (preempt: the task's queue may take
     it once its own victims leave, like Volcano's preemptorFitsOnNode); otherwise the node is left alone.
+
+    A node is looked at only as far as it could help: its candidates are gathered when the search reaches it,
+    and a node whose future idle room plus every candidate's request leaves the task short of some resource
+    is passed before any victim filter or order is asked (its victims, a part of its candidates, would free
+    no more). Victim filters judge candidates greedily (`framework.VictimFilter`), so a node the search takes
+    means every filter accepts some candidate of all: no search over every candidate first is needed.
     """
+    if not filters:
+        return False
     static = ssn.static_candidates(task)
-    per_node: list[tuple[int, list[TaskInfo]]] = []
-    for row in sorted(by_node):
+    running = TaskStatus.RUNNING
+    asked = task.request_nonzero or tuple((int(c), int(a)) for c, a in enumerate(task.request.tolist()) if a)
+    table = ssn.table
+    for row in rows if rows is not None else sorted(by_node):
         if not static[row]:
             continue
-        candidates = [t for t in by_node[row] if t.status is TaskStatus.RUNNING and eligible(t)]
-        if candidates:
-            per_node.append((row, candidates))
-    # A victim filter judges each candidate given the ones it accepted before; one that accepts none of all
-    # the candidates together accepts none on any single node either, and then no node is worth a look.
-    everyone = [t for _, candidates in per_node for t in candidates]
-    if not everyone or not filters or any(not victim_filter(task, everyone) for victim_filter in filters):
-        return False
-    for row, candidates in per_node:
+        on = by_node.get(row)
+        if not on:
+            continue
+        candidates = [t for t in on.values() if t.status is running and eligible(t)]
+        if not candidates or not _could_free(table, row, asked, candidates):
+            continue
         victims = ssn.victims(filters, task, victim_order(ssn, task, candidates))
         if not victims:
             continue
@@ -124,6 +128,23 @@ def evict_for(
         stmt.merge(node_stmt)
         return True
     return False
+
+
+def _could_free(table: NodeTable, row: int, asked: tuple[tuple[int, int], ...], candidates: list[TaskInfo]) -> bool:
+    """Whether the node's future idle room plus every candidate's request covers what the task asks (what
+    `Session.fits_future_idle` checks with the victims' requests, which are some of the candidates')."""
+    future = table.future_idle_row(row).tolist()
+    for col, amount in asked:
+        room = future[col]
+        if room >= amount:
+            continue
+        for victim in candidates:
+            room += victim.request_list[col] if victim.request_list else int(victim.request[col])
+            if room >= amount:
+                break
+        else:
+            return False
+    return True
 
 
 def _fits(ssn: Session, task: TaskInfo, row: int, quota_fits: Callable[[], bool] | None) -> bool:
@@ -168,7 +189,8 @@ def _cards_after_leaving(
     whole = table.card_whole[row].copy()
     mem = table.card_used_mem[row].copy()
     milli = table.card_used_milli[row].copy()
-    leaving = [*extra_victims, *(t for t in ssn.tasks.values() if t.node == row and t.status is TaskStatus.RELEASING)]
+    releasing = ssn.running.releasing.get(row) if ssn.running is not None else None
+    leaving = [*extra_victims, *(releasing.values() if releasing else ())]  # in any order: integer sums
     for victim in leaving:
         for card in victim.cards:
             if victim.gpu.whole:
@@ -218,7 +240,8 @@ class EvictionAction(ABC):
         return (id(task.job), task.shape, task.priority)
 
     def execute(self, ssn: Session) -> None:
-        by_node: dict[int, list[TaskInfo]] | None = None  # built on first need: most cycles starve no one
+        by_node: dict[int, dict[int, TaskInfo]] | None = None  # looked at on first need: most cycles starve no one
+        rows: list[int] = []
         # Attempts that failed in the state every job starts from (its statement still empty): a failed
         # attempt changes nothing, so an equal attempt fails too until some job's evictions are committed.
         failed: set[tuple[object, ...]] = set()
@@ -254,6 +277,7 @@ class EvictionAction(ABC):
                         continue
                     if by_node is None:
                         by_node = running_by_node(ssn)
+                        rows = sorted(by_node)  # rows only empty as victims go (or fill again as they stay)
                     placed = evict_for(
                         ssn,
                         stmt,
@@ -263,6 +287,7 @@ class EvictionAction(ABC):
                         filters=self.filters(ssn),
                         reason=self.reason.format(job=job.key, queue=queue.name),
                         quota_fits=self.quota_fits(ssn, queue, task),
+                        rows=rows,
                     )
                     if not placed and not stmt.ops:
                         failed.add(key)

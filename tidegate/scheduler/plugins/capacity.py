@@ -75,6 +75,7 @@ class CapacityPlugin(Plugin):
                 name: [(int(c), float(real[c])) for c in np.flatnonzero(self.dims)]
                 for name, real in self.real_capability.items()
             }
+            self._real_by_col = {name: dict(cols) for name, cols in self._real_cols.items()}
             dims = [int(c) for c in np.flatnonzero(self.dims)]
             #: Per queue, for the victim filter: the (column, guarantee) pairs it may not go below and
             #: the (column, deserved) pairs with a deserved amount, over the quota dimensions.
@@ -205,28 +206,42 @@ class CapacityPlugin(Plugin):
             return reason
         if not queue.is_leaf:
             return Refusal(f"queue {queue.name} has child queues; only leaf queues take jobs", RefusalCode.NOT_A_LEAF)
-        if not job.min_resources.any():
+        asked = [(col, least) for col, least in enumerate(job.min_resources.tolist()) if least > 0]
+        if not asked:
             return None
-        dims = self.dims & (job.min_resources > 0)
         for level in self._chain(queue):
-            current = as_float(level.allocated + level.inqueue)
-            reason = self._limit_reason(level, current + job.min_resources, dims, current)
-            if reason:
-                return reason
+            # _limit_reason's test in Python floats (the same conversions and additions as the arrays'; a
+            # pass of enqueue asks this of each minResources it meets); the message still comes from it.
+            allocated, inqueue, limits = level.allocated.tolist(), level.inqueue.tolist(), self._real_by_col[level.name]
+            for col, least in asked:
+                limit = limits.get(col)
+                if limit is not None and float(allocated[col] + inqueue[col]) + float(least) > limit:
+                    current = as_float(level.allocated + level.inqueue)
+                    dims = self.dims & (job.min_resources > 0)
+                    return self._limit_reason(level, current + job.min_resources, dims, current)
         return None
 
     def _may_reclaim(self, queue: QueueInfo, task: TaskInfo) -> Refusal | None:
         """A queue may reclaim while, on some resource it asks for, it stays within its deserved share."""
         if reason := self._detached_reason(queue):
             return reason
-        dims = self.dims & (task.request > 0)
-        future = as_float(queue.allocated + task.request)
-        if first_exceeded(future, self.real_capability[queue.name], dims) is not None:
-            return Refusal(f"queue {queue.name} would exceed its capability", RefusalCode.AT_CAPABILITY)
-        deserved = self.deserved[queue.name]
-        if ((future <= deserved) & dims & (deserved > 0)).any():
-            return None
-        return Refusal(f"queue {queue.name} is at its deserved share", RefusalCode.AT_DESERVED)
+        # In Python floats, the same conversions and additions as the arrays' (asked of every starving pod
+        # of a queue below its share, every cycle): over the quota resources the task asks for, none may go
+        # beyond the real capability, and some must stay within a deserved amount.
+        allocated, limits = queue.allocated.tolist(), self._real_by_col[queue.name]
+        deserved = self._deserved_cols[queue.name]
+        within = False
+        for col, asked in _nonzero(task):
+            limit = limits.get(col)
+            if limit is None:
+                continue  # not a quota resource (pod slots)
+            future = float(allocated[col] + asked)
+            if future > limit:
+                return Refusal(f"queue {queue.name} would exceed its capability", RefusalCode.AT_CAPABILITY)
+            share = deserved.get(col)
+            if share is not None and future <= share:
+                within = True
+        return None if within else Refusal(f"queue {queue.name} is at its deserved share", RefusalCode.AT_DESERVED)
 
     def _reclaimable(self, reclaimer: TaskInfo, candidates: list[TaskInfo]) -> list[TaskInfo]:
         """Victims that hold some resource the reclaimer asks for (pod slots aside: Volcano's

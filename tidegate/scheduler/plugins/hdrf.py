@@ -191,7 +191,7 @@ class HdrfTree:
         members: dict[int, list[JobInfo]] = {}
         for queue in self.queues:
             node = self.node_of[queue.name]
-            members.setdefault(id(node), []).extend([*queue.jobs, *queue.settled.values()])
+            members.setdefault(id(node), []).extend([*queue.unsettled(), *queue.settled.values()])
         self._rows = {}
         width = len(self.cols)
         self._allocated = [0] * width

@@ -44,7 +44,7 @@ class ProportionPlugin(Plugin):
         if getattr(self, "_specs", None) != specs:
             self._specs = specs
             self._set_limits(ssn)
-        queues = [q for q in ssn.queues.values() if q.jobs or q.settled]
+        queues = [q for q in ssn.queues.values() if q.has_jobs or q.settled]
         self.real_capability = {q.name: self._real_all[q.name] for q in queues}
         # The water-fill reads the limits and what each active queue asks: redone only when one moved
         # (queue requests move with every arrival and departure, so it must be cheap as well).

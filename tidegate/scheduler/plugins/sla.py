@@ -63,7 +63,7 @@ class SlaPlugin(Plugin):
             """The next deadline of a job with pods still waiting (a cycle then may admit it)."""
             now, soonest = ssn.now, math.inf
             for queue in ssn.queues.values():
-                for job in queue.jobs:
+                for job in queue.unsettled():
                     if job.counts[TaskStatus.PENDING]:
                         deadline = job_order(job)
                         if now < deadline < soonest:
