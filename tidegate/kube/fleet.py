@@ -174,10 +174,24 @@ class KubeFleet:
                 by_pool.setdefault(node.labels[POOL_LABEL], []).append(node)
         if not self._started:
             self._start(by_pool)
+        self._notices(by_pool)
+        self._links(by_pool)
+        for member in self.members.values():
+            self._follow(member)
+        for pool in self.fleet.pools.values():  # a node cordoned for scale-in leaves once its last pod has gone
+            for name in [n for n in pool.draining if n not in self._on_node]:
+                self.fleet.sizing.emptied(pool, name)
+
+    def _notices(self, by_pool: Mapping[str, list[Node]]) -> None:
+        """A pool node with an interruption taint is under a spot notice."""
         for name, pool in self.fleet.pools.items():
             for node in by_pool.get(name, ()):
                 if node.name in pool.nodes and any(t.key in NOTICE_TAINTS for t in node.taints):
                     self.fleet.spot.notice(pool, node.name)
+
+    def _links(self, by_pool: Mapping[str, list[Node]]) -> None:
+        """A member's cloud is up while the member reaches its API server; another while one of its pools'
+        nodes is Ready (none there: as it was)."""
         links = self.fleet.links
         for cloud in links.clouds:
             member = self.members.get(cloud)
@@ -190,11 +204,6 @@ class KubeFleet:
                 links.set_link(cloud, False, "no node of its pools is Ready")
             elif any(node.ready for node in present):
                 links.set_link(cloud, True)
-        for member in self.members.values():
-            self._follow(member)
-        for pool in self.fleet.pools.values():  # a node cordoned for scale-in leaves once its last pod has gone
-            for name in [n for n in pool.draining if n not in self._on_node]:
-                self.fleet.sizing.emptied(pool, name)
 
     def _follow(self, member: CloudMember) -> None:
         """What a member's instances did: asked-for ones joined (or never came), nodes gone (the cloud took the
