@@ -16,12 +16,14 @@ import yaml
 from prometheus_client import CollectorRegistry, generate_latest
 
 from tidegate.fleet.burst import Burst
+from tidegate.fleet.pool import Pool
+from tidegate.fleet.spec import BudgetSpec, BudgetThreshold, ClusterSpec, GpuSpec, NodePoolSpec, PricingSpec
 from tidegate.kube import scheduler as kube_scheduler
 from tidegate.kube.metrics import Heartbeat, SchedulerCollector, serve_metrics
 from tidegate.kube.reading import STALE_SLACK, ObjectCache
-from tidegate.kube.scheduler import ClusterScheduler
+from tidegate.kube.scheduler import ClusterScheduler, Fleet
 from tidegate.model.expand import Workload, workload_from
-from tidegate.model.manifests import ManifestSet
+from tidegate.model.manifests import ManifestSet, load_text
 from tidegate.model.objects import PluginOption, SchedulerConfiguration, Tier
 from tidegate.scheduler.snapshot import Decisions
 
@@ -864,3 +866,29 @@ def test_a_podgroup_s_sla_waiting_time_is_measured_from_its_creation_and_a_quiet
     assert scheduler.quiet_cycles == 1  # nothing changed, and no deadline came
     scheduler.step(60.0)
     assert scheduler.quiet_cycles == 1 and api.statuses[-1][:2] == ("late", "Inqueue")
+
+
+def test_a_restarted_tidegate_kube_goes_on_with_the_budget_s_period_and_spend() -> None:
+    """The budget's period and the pools' bill are kept on its Queue (annotation tidegate.io/budget-state): a
+    new process spends on from them, and crosses the threshold when the first would have (not a period later)."""
+    api = FakeApi(CLUSTER.replace("{name: default}", "{name: burst-cloud}"))
+    spec = NodePoolSpec(cluster="aws", count=1, gpu=GpuSpec(product="A100", count=8), cpu="32", memory="256Gi",
+                        pricing=PricingSpec(model="spot", per_hour=36))  # fmt: skip
+    cloud = ClusterSpec(type="cloud", provider="aws", region="us-east-1", latency_ms=2)
+    budget = BudgetSpec(per_period=2, queue="burst-cloud", thresholds=[BudgetThreshold(spent_fraction=0.5, weight=10)])
+    queues = tuple(load_text(CLUSTER.replace("{name: default}", "{name: burst-cloud}"), "q.yaml").queues)
+
+    def process(start: float) -> ClusterScheduler:
+        fleet = Fleet((Pool("cloud-a100", spec, "aws", cloud),), (), None, budget, queues)
+        return ClusterScheduler(api, fleet=fleet, start=start)
+
+    first = process(0.0)
+    for t in range(0, 61, 5):
+        first.step(float(t))  # one node at 36 an hour: 0.01 a second, 0.6 by 60 s
+    assert api._find("Queue", "burst-cloud")["spec"]["weight"] == 1
+    again = process(61.0)  # the node ran on while no process did: it is billed for that too
+    for t in range(61, 111, 5):
+        again.step(float(t))
+    assert again.fleet.bill.spent(110.0) == pytest.approx(1.1)
+    assert api._find("Queue", "burst-cloud")["spec"]["weight"] == 10  # 1.0 reached at 100 s
+    assert any(reason == "BudgetThreshold" for _, _, reason, _ in api.events)

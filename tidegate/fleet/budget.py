@@ -12,6 +12,7 @@ crossing is acted on at the first check at or after the instant the bill reaches
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable
 from functools import partial
 from typing import Any
@@ -182,6 +183,18 @@ class Budget:
         if caps and self.cap_autoscalers is not None:
             self.capped = True
             self.cap_autoscalers(caps[-1])
+
+    def restore(self, state: dict[str, Any], current: Queue, original: Queue, now: float) -> None:
+        """After a restart: go on with the kept period (`state`, with the queue now `current` and its own spec
+        `original`), or start the one `now` falls in, restoring the queue's own spec (the nodes billed now ran
+        through the downtime: that period's spend counts from its start)."""
+        self.origin, self.original, self.current = float(state["origin"]), original, current
+        index = max(math.floor((now - self.origin) / self.period_s), int(state["period"]))
+        if index == int(state["period"]):
+            self.resume(state, current)
+        else:
+            self.changes = int(state["changes"])
+            self.start_period(self.period_starts(index), index)
 
     def _capped(self, max_replicas: int | None, now: float, reason: str) -> None:
         assert self.cap_autoscalers is not None

@@ -17,8 +17,8 @@ What the controllers decide is written to the API server, and what they hear is 
   taint; the queue it came from is kept on it (`tidegate.io/home-queue`), so a link cut sends it home
   after a restart too;
 - the budget's thresholds patch the Queue object (`spec.weight`, `spec.capability`) and each action is an
-  Event on the Queue; the spend is the pools' billed node time at their prices since this process
-  started.
+  Event on the Queue; the spend is the pools' billed node time at their prices, kept with the period's state
+  on the Queue (annotation `tidegate.io/budget-state`) so a restarted `tidegate kube` goes on from it.
 
 Time is a `SimClock` the scheduling loop moves to the wall clock's now before each cycle: the controllers'
 timers (HPA syncs, notices running out, budget checks) run then, at their own times.
@@ -26,6 +26,7 @@ timers (HPA syncs, notices running out, budget checks) run then, at their own ti
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any, Protocol
@@ -43,6 +44,7 @@ from tidegate.fleet.spec import BudgetSpec
 from tidegate.kube.api import VOLCANO_GROUP, VOLCANO_VERSION, FleetApi
 from tidegate.kube.cloud_member import NOT_READ, CloudMember
 from tidegate.kube.nodeclaims import InstanceState
+from tidegate.model.manifests import load_objects
 from tidegate.model.objects import Node, Pod, PodPhase, Queue
 from tidegate.model.resources import Resources
 from tidegate.scheduler.info import JobInfo, TaskStatus
@@ -54,6 +56,10 @@ _log = logging.getLogger(__name__)
 NOTICE_TAINTS = ("aws-node-termination-handler/spot-itn", "karpenter.sh/disrupted")
 #: Priority of the fleet's periodic timers among those due at the same instant.
 PRIORITY_FLEET = 1
+#: Where the budget's period and the pools' bill are kept: an annotation on the budget's Queue.
+BUDGET_ANNOTATION = "tidegate.io/budget-state"
+#: Seconds between writes of that state while only the spend moves (a threshold or period is written at once).
+BUDGET_WRITE_SECONDS = 60.0
 _FINISHED = (PodPhase.SUCCEEDED, PodPhase.FAILED)
 
 
@@ -142,6 +148,8 @@ class KubeFleet:
         #: The last read's bound, unfinished pods, by node.
         self._on_node: dict[str, list[Pod]] = {}
         self._started = False
+        #: The budget state last written to its Queue, and when.
+        self._kept: tuple[dict[str, Any], float] | None = None
         self.fleet = HybridFleet(self, clock, pools, hpas, self.queues, burst, budget, cloud_pods)
         self.members = {member.name: member for member in members}
         #: Each node the fleet has had, and its pool (a node removed is no longer among its pool's nodes).
@@ -249,7 +257,62 @@ class KubeFleet:
             created = max((int(n.rsplit("-", 1)[1]) + 1 for n in names if n.rsplit("-", 1)[-1].isdigit()), default=0)
             sizing.restore(pool, names, draining, created)
         sizing.start(fresh)
+        self._resume_budget()
         self.fleet.start(PRIORITY_FLEET)
+
+    def _resume_budget(self) -> None:
+        """Go on from the budget's state kept on its Queue by an earlier process (the pools' nodes are billed
+        again by now: those that ran through the downtime are billed for it)."""
+        budget = self.fleet.budget
+        queue = self.queues.get(budget.spec.queue) if budget is not None else None
+        if budget is None or queue is None:
+            return
+        text = ((queue.raw.get("metadata") or {}).get("annotations") or {}).get(BUDGET_ANNOTATION)
+        if not text:  # the first process: the period starts from the queue as the cluster has it
+            budget.original = budget.current = queue
+            return
+        try:
+            kept = json.loads(text)
+            original = load_objects([kept["original"]], f"Queue {queue.name} {BUDGET_ANNOTATION}").queues
+            now = self.clock.now()
+            for name, state in kept["bill"].items():
+                self.bill.resume(name, state, now)
+            budget.restore(dict(kept["budget"]), queue, original[0] if original else queue, now)
+        except (ValueError, KeyError, TypeError) as exc:
+            _log.warning("Queue %s: %s unreadable (%s): the budget starts afresh", queue.name, BUDGET_ANNOTATION, exc)
+
+    def keep_budget(self) -> None:
+        """Write the budget's period and the bill to its Queue when a threshold or period moved, and every
+        BUDGET_WRITE_SECONDS while only the spend does."""
+        budget = self.fleet.budget
+        if budget is None or not self._started:
+            return
+        state = budget.state()
+        now = self.clock.now()
+        if self._kept is not None:
+            last, at = self._kept
+            if state == last and now - at < BUDGET_WRITE_SECONDS:
+                return
+        own = budget.original
+        spec = own.raw.get("spec")
+        kept = {
+            "budget": state,
+            "bill": {pool: self.bill.state(pool) for pool in self.fleet.pools},
+            "original": {  # the queue's own spec, which each period starts from
+                "apiVersion": "scheduling.volcano.sh/v1beta1",
+                "kind": "Queue",
+                "metadata": {"name": own.name},
+                "spec": spec if isinstance(spec, dict) else {"weight": own.weight},
+            },
+        }
+        try:
+            self.api.patch_queue(
+                budget.spec.queue, {"metadata": {"annotations": {BUDGET_ANNOTATION: json.dumps(kept)}}}
+            )
+        except Exception as exc:  # kept at the next write
+            _log.warning("keeping the budget's state on Queue %s failed: %s", budget.spec.queue, exc)
+            return
+        self._kept = (state, now)
 
     def _adopt(self, member: CloudMember, pool: Pool) -> None:
         """A member's pool as its instances are: the ready ones its nodes (cordoned ones draining), those being

@@ -230,6 +230,7 @@ class ClusterScheduler:
         failed = self._write(core, decisions)
         moving = len(self.fleet.moving)
         until = self.fleet.after_cycle(now)
+        self.fleet.keep_budget()
         did = decisions.binds or decisions.evictions or decisions.pipelined or len(self.fleet.moving) > moving
         quiet = not did and not failed
         until = min(until, decisions.wake_at, self.clock.peek() or math.inf)  # an sla deadline, the fleet's timers

@@ -27,7 +27,6 @@ the API shows is in `tidegate/live/views.py`.
 from __future__ import annotations
 
 import logging
-import math
 import threading
 import uuid
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
@@ -635,18 +634,9 @@ class ControlPlane:
     def _resume_budget(self, state: Mapping[str, Any] | None) -> None:
         """Go on with the kept period, or start the one a restart falls in (restoring the queue's own spec)."""
         budget = self.budget
-        if budget is None or state is None:
-            return
-        budget.origin = float(state["origin"])
-        budget.original = parsed_queue(state["original"])
-        budget.current = self.queues[budget.spec.queue]
-        now = self.clock.now()
-        index = max(math.floor((now - budget.origin) / budget.period_s), int(state["period"]))
-        if index == int(state["period"]):
-            budget.resume(dict(state), budget.current)
-        else:  # the nodes billed now ran through the downtime: the period's spend counts from its start
-            budget.changes = int(state["changes"])
-            budget.start_period(budget.period_starts(index), index)
+        if budget is not None and state is not None:
+            current = self.queues[budget.spec.queue]
+            budget.restore(dict(state), current, parsed_queue(state["original"]), self.clock.now())
 
     def _controllers(self) -> dict[str, dict[str, Any]]:
         """What the store keeps of the controllers: the budget's period and its queue's own spec, the links
