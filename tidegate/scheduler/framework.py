@@ -80,6 +80,15 @@ class DynamicFilter(Protocol):
     def explain(self, task: TaskInfo) -> list[tuple[str, BoolArray]]: ...
 
 
+class RowExplain(Protocol):
+    """Optional scalar twin of a DynamicFilter's `explain` for one node: the index, in the list `explain(task)`
+    gives, of the first reason whose mask leaves the node out, or -1 when the node passes them all. A
+    filter with one lists the same reasons in the same order for a task whatever the node state (only the
+    masks move), so a session patches a shape's explanation for the nodes that changed."""
+
+    def __call__(self, task: TaskInfo, row: int) -> int: ...
+
+
 class DynamicScore(Protocol):
     def __call__(self, task: TaskInfo, rows: IntArray | slice) -> FloatArray: ...
 
@@ -216,6 +225,9 @@ class ExtensionPoints:
     #: (whose per-call cost dwarfs the work for one row); otherwise it always uses the vector forms.
     row_filters: dict[DynamicFilter, RowFilter] = field(default_factory=dict)
     row_scores: dict[DynamicScore, RowScore] = field(default_factory=dict)
+    #: Scalar twins of dynamic filters' explanations (`RowExplain`). When every dynamic filter has one, why a
+    #: pod shape finds no node is patched for the nodes that changed instead of counted over every node.
+    row_explains: dict[DynamicFilter, RowExplain] = field(default_factory=dict)
     #: Twins whose result depends only on the request and the node's resource state (allocatable, used,
     #: GPU cards; `NodeTable.state_id`), not on which node it is. When every twin is, results are shared
     #: by nodes in the same state: most placements and departures leave a node in a state seen before.
