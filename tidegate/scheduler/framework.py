@@ -23,7 +23,8 @@ extension points it implements when a session opens; the session combines them:
   judged and taken in Volcano's victim order: by victim queue order (`victim_queue_order` keys, then queue
   order reversed), job order reversed, task order reversed (`eviction.victim_order`);
 - plugins whose quotas can grow between cycles for reasons other than freed capacity (a deserved share
-  recomputed from demand) bump `Session.freed` when they do, so jobs blocked on quota get another look.
+  recomputed from demand) bump `Session.freed` and `Session.quotas_moved` when they do, so jobs blocked on
+  quota get another look.
 
 Each plugin registers into an `ExtensionPoints` of its own; the session merges them in tier order,
 leaving out the points the plugin's tier entry switches off (volcano-scheduler.conf's `enableJobOrder:
@@ -213,7 +214,11 @@ class ExtensionPoints:
     job_starving: list[JobCheck] = field(default_factory=list)
     queue_overused: list[QueueVote] = field(default_factory=list)
     queue_allocatable: list[AllocatableVote] = field(default_factory=list)
-    #: May the reclaimer's queue reclaim at all (capacity: below its deserved share)?
+    #: May the reclaimer's queue reclaim at all (capacity: below its deserved share)? These votes may read only
+    #: the queue (its spec and `allocated`), the task, and quotas that move only with the node table or a bump
+    #: of `Session.quotas_moved`; and they must be monotone in the queue's allocation: refused at some
+    #: allocation, refused at any at least as high on every resource (reclaim remembers a job its votes
+    #: refused by the allocation they read, and skips it while that holds).
     queue_reclaim_allowed: list[AllocatableVote] = field(default_factory=list)
     static_filters: list[StaticFilter] = field(default_factory=list)
     dynamic_filters: list[DynamicFilter] = field(default_factory=list)

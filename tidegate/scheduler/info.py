@@ -137,6 +137,9 @@ class JobInfo:
     #: Per eviction action (preempt, reclaim): `(Session.freed, Session.placed)` when it last failed the
     #: job; while neither moved, no victim or room appeared, so the action skips the job.
     evict_blocked_at: dict[str, tuple[int, int]] = field(default_factory=dict)
+    #: Per eviction action: when its attempt for the job failed on its queue's votes alone (no node or victim
+    #: looked at), what those votes read (`eviction.VoteMemo`); the action skips the job while it holds.
+    evict_refused: dict[str, tuple[int, int, int, list[int]]] = field(default_factory=dict)
     #: minResources as bytes (what enqueue's memos are keyed by).
     min_bytes: bytes = b""
     #: The queue's `PendingJobs.tick` when the job started waiting, and when it was last written to (a

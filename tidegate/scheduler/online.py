@@ -122,6 +122,7 @@ class OnlineScheduler:
             raise ValueError(f"queue {queue.name} does not exist")
         info.queue = queue
         self.ssn.freed += 1  # quotas may have grown: jobs blocked on them get another look
+        self.ssn.quotas_moved += 1
 
     # -- a cycle ------------------------------------------------------------------------------------
     def cycle(self, now: float) -> Decisions:

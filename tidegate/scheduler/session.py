@@ -243,6 +243,9 @@ class Session:
         #: Bumped whenever a pod takes resources (allocated or pipelined, or bound by the caller): new
         #: candidate victims for preempt and reclaim. With `freed`, the state an eviction attempt saw.
         self.placed = 0
+        #: Bumped (with `freed`) when a queue's quota may have moved other than with the node table: a queue
+        #: edited, a deserved share recomputed from demand. What reclaim's memo of refused attempts reads.
+        self.quotas_moved = 0
         self._failed: dict[object, int] = {}  # shape number (or shape) -> `freed` when it found no node
         self._explained: dict[tuple[object, ...], tuple[tuple[int, int, int], str]] = {}
         self._explain_caches: dict[tuple[object, ...], ExplainCache] = {}
