@@ -316,6 +316,13 @@ class RunningIndex:
             if not on:
                 del into[row]
 
+    def renumber(self, moved: list[int]) -> None:
+        """Node rows were removed and the rest moved up (`NodeTable.remove_rows`: `moved[old]` is the new
+        row); no task indexed here was on a removed row."""
+        self.rows = {moved[row]: on for row, on in self.rows.items()}
+        self.releasing = {moved[row]: on for row, on in self.releasing.items()}
+        self.where = {key: moved[row] for key, row in self.where.items()}
+
     def rebuild(self, tasks: Iterable[TaskInfo]) -> None:
         """After node rows were renumbered: every running or releasing task again at its row."""
         self.rows, self.where, self.releasing = {}, {}, {}

@@ -1279,6 +1279,42 @@ class Session:
         self._shapes_by_key = {}
         self._dynamic = {}
 
+    def change_nodes(self, leaving: Collection[str], joining: Sequence[Node], resized: Sequence[Node]) -> None:
+        """Nodes leave and join, and others are resized (`NodeTable.resizes`), as `replace_nodes` would take the
+        node list with them, without rebuilding the table: the leaving rows are removed (the rest keep their
+        order), the joining ones appended. A task on a leaving node goes back to Pending as there."""
+        table = self.table
+        gone = {table.row[name] for name in leaving}
+        if gone:
+            for task in self.tasks.values():
+                if task.node in gone:
+                    self._lose_node(task)
+            moved = table.remove_rows(sorted(gone))
+            for task in self.tasks.values():
+                if task.node >= 0:
+                    task.node = moved[task.node]
+            if self.running is not None:
+                self.running.renumber(moved)
+        table.add_rows(joining)
+        for node in resized:
+            table.resize(node)
+        if not gone and not joining and not resized:
+            table.new_generation()  # as replace_nodes builds the table again over the same nodes
+        table.changes.clear()
+        self.label_index = LabelIndex(table.labels)
+        self.taint_index = TaintIndex(table.taints)
+        self._forget_node_caches()
+
+    def _lose_node(self, task: TaskInfo) -> None:
+        """The task's node is gone: it holds nothing any more and is pending again (callers normally restart its
+        job first)."""
+        if task.status in (TaskStatus.ALLOCATED, TaskStatus.RUNNING, TaskStatus.PIPELINED):
+            self._charge_queue(task.job, task.request, -1)
+        self.pipelined.pop(task.key, None)
+        task.node, task.cards = -1, ()
+        task.job.set_status(task, TaskStatus.PENDING)
+        self.unsettle(task.job)
+
     def replace_nodes(self, nodes: Sequence[Node]) -> None:
         """Take a new node list (nodes added, removed or cordoned): rebuild the node table, keep every
         placed task on its node by name, and drop placement caches. A task whose node is gone goes back
@@ -1295,12 +1331,7 @@ class Session:
             row = table.row.get(old_names[task.node])
             status = task.status
             if row is None:
-                if status in (TaskStatus.ALLOCATED, TaskStatus.RUNNING, TaskStatus.PIPELINED):
-                    self._charge_queue(task.job, task.request, -1)
-                self.pipelined.pop(task.key, None)
-                task.node, task.cards = -1, ()
-                task.job.set_status(task, TaskStatus.PENDING)
-                self.unsettle(task.job)
+                self._lose_node(task)
                 continue
             task.node = row
             if task.cards and not table.has_cards(row, task.cards):  # the node came back with fewer cards

@@ -273,7 +273,7 @@ class EvictionAction(ABC):
                 continue
             # A job the votes refused stays refused while what they read holds; with victims only in other
             # queues, nothing this queue's turn commits undoes that (its allocation only grows by it).
-            still_refused = None if self.victims_in_own_queue else self._still_refused(ssn)
+            still_refused = None if self.victims_in_own_queue else self._still_refused(ssn, queue)
             for job in starving_jobs(ssn, queue, still_refused):
                 if job.evict_blocked_at.get(name) == (ssn.freed, ssn.placed):
                     continue  # failed before, and nothing was freed or placed since
@@ -348,11 +348,19 @@ class EvictionAction(ABC):
         else:
             job.evict_refused.pop(self.name, None)
 
-    def _still_refused(self, ssn: Session) -> Callable[[JobInfo], bool]:
-        name = self.name
+    def _still_refused(self, ssn: Session, queue: QueueInfo) -> Callable[[JobInfo], bool]:
+        """`refused_still` for the queue's jobs, its allocation read once: while the queue takes its turn it
+        only grows (its jobs' victims are in other queues), so a job refused at less stays refused."""
+        name, generation, quotas = self.name, ssn.table.generation, ssn.quotas_moved
+        allocated = queue.allocated.tolist()
 
         def skip(job: JobInfo) -> bool:
             memo = job.evict_refused.get(name)
-            return memo is not None and refused_still(ssn, job, memo)
+            if memo is None or memo[0] != job.version or memo[1] != generation or memo[2] != quotas:
+                return False
+            for now, then in zip(allocated, memo[3], strict=True):  # noqa: SIM110 -- asked of every starving job
+                if now < then:
+                    return False
+            return True
 
         return skip
