@@ -162,6 +162,7 @@ def test_rows_changed_in_place_hold_what_a_rebuilt_table_holds(operations: list[
             for s in both:
                 running = s.ssn.running
                 assert running is not None
+                assert running.sorted_rows() == sorted(running.rows)  # kept, not sorted each time
                 rows = {row: sorted(t.key for t in on.values()) for row, on in running.rows.items()}
                 releasing = {row: sorted(t.key for t in on.values()) for row, on in running.releasing.items()}
                 indexed.append((rows, releasing, {t.key: running.where.get(id(t)) for t in s.ssn.tasks.values()}))

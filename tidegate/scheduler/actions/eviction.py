@@ -308,7 +308,9 @@ class EvictionAction(ABC):
                         continue
                     if by_node is None:
                         by_node = running_by_node(ssn)
-                        rows = sorted(by_node)  # rows only empty as victims go (or fill again as they stay)
+                        # rows only empty as victims go (or fill again as they stay): the order taken now serves
+                        assert ssn.running is not None
+                        rows = ssn.running.sorted_rows()
                     voted_only = False
                     placed = evict_for(
                         ssn,
