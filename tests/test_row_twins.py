@@ -214,3 +214,24 @@ def test_patched_explanations_say_what_counting_every_node_says(
             _walk(ssn, rng.choice(tasks), rng)
         for probe in rng.sample(tasks, 3):  # shapes asked at different times: each patches its own changes
             assert ssn.explain(probe) == ssn._explain(probe)
+
+
+@pytest.mark.parametrize("seed", range(25))
+@pytest.mark.parametrize("config", CONFIGS, ids=["default", "weighted"])
+def test_a_shape_s_patched_totals_are_what_summing_every_node_gives(seed: int, config: SchedulerConfiguration) -> None:
+    """A shape's totals, patched for the nodes that changed since it was last asked (or summed again past
+    SCALAR_TOTAL_ROWS of them), are bit for bit the sums over every node, and best_node takes their argmax
+    (None where all are -inf)."""
+    rng = random.Random(seed)
+    ssn = Session(_explained_snapshot(rng), config, default_registry())
+    tasks = list(ssn.tasks.values())
+    for _ in range(40):
+        for _ in range(rng.choice([1, 1, 2, 5])):
+            _walk(ssn, rng.choice(tasks), rng)
+        for probe in rng.sample(tasks, 3):
+            row = ssn.best_node(probe)
+            cache = ssn._shape_cache(probe)
+            fresh = ssn._totals(cache.static_mask, cache.static_score, cache.dynamic)
+            assert np.array_equal(cache.total, fresh)
+            best = int(fresh.argmax())
+            assert row == (None if fresh[best] == float("-inf") else best)
