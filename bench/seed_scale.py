@@ -1,8 +1,9 @@
 """The seed's scale: `examples/hybrid-idc/` at k = 1, 5 and 25 (bench/scale.py), every scenario alone.
 
 Per scenario and k: wall and CPU seconds of the run (the workload generated, the month simulated, the
-summary made; the folder's loading left out), microseconds of CPU a simulated job, and the ratio of that
-to k = 1's, which is what the issue bounds (at most 1.5x at k = 25, and at most 60 CPU seconds a scenario).
+summary made; the folder's loading left out), microseconds of CPU a simulated job, the ratio of that
+to k = 1's, which is what the issue bounds (at most 1.5x at k = 25, and at most 60 CPU seconds a scenario),
+and the run's `placements_digest`, which a change that keeps every decision leaves as it is.
 Each run is a child process of its own (`--one`), so one scenario's heap does not slow the next, and CPU
 time (`time.process_time` in the child) is the figure to read on this shared machine; wall time is shown
 beside it. `--profile` adds, for k = 25, a cProfile of each scenario and the functions costing the most
@@ -149,20 +150,20 @@ def _short(file: str) -> str:
 def table(results: list[Result]) -> str:
     base = {r.scenario: r for r in results if r.k == 1 and r.finished}
     lines = [
-        "| k | jobs/day | scenario | jobs | wall s | CPU s | µs/job (CPU) | vs k = 1 a job |",
-        "|---:|---:|---|---:|---:|---:|---:|---:|",
+        "| k | jobs/day | scenario | jobs | wall s | CPU s | µs/job (CPU) | vs k = 1 a job | placements digest |",
+        "|---:|---:|---|---:|---:|---:|---:|---:|---|",
     ]
     for r in results:
         if not r.finished:
             lines.append(
                 f"| {r.k} | {200 * r.k:,} | {r.scenario} | – | > {r.wall_s:.0f} | – | – | "
-                f"stopped at day {r.days:.1f} of 30 |"
+                f"stopped at day {r.days:.1f} of 30 | – |"
             )
             continue
         ratio = r.us_per_job / base[r.scenario].us_per_job if r.scenario in base else float("nan")
         lines.append(
             f"| {r.k} | {200 * r.k:,} | {r.scenario} | {r.jobs:,} | {r.wall_s:.1f} | {r.cpu_s:.1f} | "
-            f"{r.us_per_job:,.0f} | {ratio:.2f}x |"
+            f"{r.us_per_job:,.0f} | {ratio:.2f}x | {r.digest} |"
         )
     return "\n".join(lines)
 

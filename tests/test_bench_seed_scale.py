@@ -52,6 +52,6 @@ def test_table_and_verdicts() -> None:
         Result(25, "elastic-burst", 500.0, 0.0, 0, 12.5, "", finished=False),
     ]
     text = table(rows)
-    assert "| 25 | 5,000 | static-quotas | 25,000 | 50.0 | 40.0 | 1,600 | 0.84x |" in text
+    assert "| 25 | 5,000 | static-quotas | 25,000 | 50.0 | 40.0 | 1,600 | 0.84x | e |" in text
     assert "stopped at day 12.5 of 30" in text
     assert "**not met**" in verdicts(rows)

@@ -21,9 +21,13 @@ from tidegate.model.objects import (
     PodGroupPhase,
     Queue,
     SchedulerConfiguration,
+    Taint,
+    TaintEffect,
     Tier,
+    Toleration,
 )
 from tidegate.model.resources import CPU, GPU_MEMORY, GPU_MILLI, GPU_NUMBER, MEMORY, NVIDIA_GPU, PODS, Resources
+from tidegate.scheduler import session as session_module
 from tidegate.scheduler.actions.eviction import nominated_cards
 from tidegate.scheduler.info import TaskInfo, TaskStatus
 from tidegate.scheduler.plugins import default_registry
@@ -151,3 +155,83 @@ def test_twins_said_to_read_only_node_state_agree_on_nodes_in_one_state(
             assert _node_state(ssn, first) == _node_state(ssn, row)
             for probe in tasks:
                 assert [twin(probe, row) for twin in pure] == [twin(probe, first) for twin in pure]
+
+
+def _explained_snapshot(rng: random.Random) -> Snapshot:
+    """`_snapshot`'s nodes with labels, taints and a cordon here and there, and pods that select or tolerate
+    some of them: every kind of reason an explanation charges."""
+    snapshot = _snapshot(rng)
+    taint = Taint(key="gpu", value="cloud", effect=TaintEffect.NO_SCHEDULE)
+    nodes = []
+    for node in snapshot.nodes:
+        labels = {"zone": rng.choice(["a", "b"])}
+        taints = (taint,) if rng.random() < 0.3 else ()
+        nodes.append(dataclasses.replace(node, labels=labels, taints=taints, unschedulable=rng.random() < 0.15))
+    tolerate = (Toleration(key="gpu", operator="Exists"),)
+    pods = []
+    for pod in snapshot.pods:
+        selector = {"zone": "a"} if rng.random() < 0.3 else {}
+        pods.append(
+            dataclasses.replace(pod, node_selector=selector, tolerations=tolerate if rng.random() < 0.5 else ())
+        )
+    return Snapshot(nodes, snapshot.queues, snapshot.groups, pods)
+
+
+@pytest.mark.parametrize("seed", range(25))
+@pytest.mark.parametrize("config", CONFIGS, ids=["default", "weighted"])
+def test_explain_twins_charge_each_node_as_the_vector_forms(seed: int, config: SchedulerConfiguration) -> None:
+    """A dynamic filter's row explanation names the first of its reasons whose mask leaves the node out."""
+    rng = random.Random(seed)
+    ssn = Session(_explained_snapshot(rng), config, default_registry())
+    ext = ssn.ext
+    assert set(ext.row_explains) == set(ext.dynamic_filters)
+    tasks = list(ssn.tasks.values())
+    for _ in range(30):
+        _walk(ssn, rng.choice(tasks), rng)
+        for probe in tasks:
+            for dynamic_filter in ext.dynamic_filters:
+                masks = [passing for _, passing in dynamic_filter.explain(probe)]
+                for row in range(len(ssn.table)):
+                    expected = next((i for i, passing in enumerate(masks) if not passing[row]), -1)
+                    assert ext.row_explains[dynamic_filter](probe, row) == expected
+
+
+@pytest.mark.parametrize("seed", range(25))
+@pytest.mark.parametrize("config", CONFIGS, ids=["default", "weighted"])
+@pytest.mark.parametrize("patched", [session_module.SCALAR_EXPLAIN_ROWS, 3])
+def test_patched_explanations_say_what_counting_every_node_says(
+    seed: int, config: SchedulerConfiguration, patched: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A shape's explanation, patched for the nodes that changed since it was last asked (or counted again
+    past SCALAR_EXPLAIN_ROWS of them), is the text counting every node gives, after every step of a walk."""
+    monkeypatch.setattr(session_module, "SCALAR_EXPLAIN_ROWS", patched)
+    rng = random.Random(seed)
+    ssn = Session(_explained_snapshot(rng), config, default_registry())
+    assert ssn._explain_twins is not None
+    tasks = list(ssn.tasks.values())
+    for _ in range(40):
+        for _ in range(rng.choice([1, 1, 2, 5])):
+            _walk(ssn, rng.choice(tasks), rng)
+        for probe in rng.sample(tasks, 3):  # shapes asked at different times: each patches its own changes
+            assert ssn.explain(probe) == ssn._explain(probe)
+
+
+@pytest.mark.parametrize("seed", range(25))
+@pytest.mark.parametrize("config", CONFIGS, ids=["default", "weighted"])
+def test_a_shape_s_patched_totals_are_what_summing_every_node_gives(seed: int, config: SchedulerConfiguration) -> None:
+    """A shape's totals, patched for the nodes that changed since it was last asked (or summed again past
+    SCALAR_TOTAL_ROWS of them), are bit for bit the sums over every node, and best_node takes their argmax
+    (None where all are -inf)."""
+    rng = random.Random(seed)
+    ssn = Session(_explained_snapshot(rng), config, default_registry())
+    tasks = list(ssn.tasks.values())
+    for _ in range(40):
+        for _ in range(rng.choice([1, 1, 2, 5])):
+            _walk(ssn, rng.choice(tasks), rng)
+        for probe in rng.sample(tasks, 3):
+            row = ssn.best_node(probe)
+            cache = ssn._shape_cache(probe)
+            fresh = ssn._totals(cache.static_mask, cache.static_score, cache.dynamic)
+            assert np.array_equal(cache.total, fresh)
+            best = int(fresh.argmax())
+            assert row == (None if fresh[best] == float("-inf") else best)

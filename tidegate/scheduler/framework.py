@@ -23,7 +23,8 @@ extension points it implements when a session opens; the session combines them:
   judged and taken in Volcano's victim order: by victim queue order (`victim_queue_order` keys, then queue
   order reversed), job order reversed, task order reversed (`eviction.victim_order`);
 - plugins whose quotas can grow between cycles for reasons other than freed capacity (a deserved share
-  recomputed from demand) bump `Session.freed` when they do, so jobs blocked on quota get another look.
+  recomputed from demand) bump `Session.freed` and `Session.quotas_moved` when they do, so jobs blocked on
+  quota get another look.
 
 Each plugin registers into an `ExtensionPoints` of its own; the session merges them in tier order,
 leaving out the points the plugin's tier entry switches off (volcano-scheduler.conf's `enableJobOrder:
@@ -78,6 +79,15 @@ class DynamicFilter(Protocol):
     def fit(self, task: TaskInfo, rows: IntArray | slice) -> BoolArray: ...
 
     def explain(self, task: TaskInfo) -> list[tuple[str, BoolArray]]: ...
+
+
+class RowExplain(Protocol):
+    """Optional scalar twin of a DynamicFilter's `explain` for one node: the index, in the list `explain(task)`
+    gives, of the first reason whose mask leaves the node out, or -1 when the node passes them all. A
+    filter with one lists the same reasons in the same order for a task whatever the node state (only the
+    masks move), so a session patches a shape's explanation for the nodes that changed."""
+
+    def __call__(self, task: TaskInfo, row: int) -> int: ...
 
 
 class DynamicScore(Protocol):
@@ -204,7 +214,11 @@ class ExtensionPoints:
     job_starving: list[JobCheck] = field(default_factory=list)
     queue_overused: list[QueueVote] = field(default_factory=list)
     queue_allocatable: list[AllocatableVote] = field(default_factory=list)
-    #: May the reclaimer's queue reclaim at all (capacity: below its deserved share)?
+    #: May the reclaimer's queue reclaim at all (capacity: below its deserved share)? These votes may read only
+    #: the queue (its spec and `allocated`), the task, and quotas that move only with the node table or a bump
+    #: of `Session.quotas_moved`; and they must be monotone in the queue's allocation: refused at some
+    #: allocation, refused at any at least as high on every resource (reclaim remembers a job its votes
+    #: refused by the allocation they read, and skips it while that holds).
     queue_reclaim_allowed: list[AllocatableVote] = field(default_factory=list)
     static_filters: list[StaticFilter] = field(default_factory=list)
     dynamic_filters: list[DynamicFilter] = field(default_factory=list)
@@ -216,6 +230,9 @@ class ExtensionPoints:
     #: (whose per-call cost dwarfs the work for one row); otherwise it always uses the vector forms.
     row_filters: dict[DynamicFilter, RowFilter] = field(default_factory=dict)
     row_scores: dict[DynamicScore, RowScore] = field(default_factory=dict)
+    #: Scalar twins of dynamic filters' explanations (`RowExplain`). When every dynamic filter has one, why a
+    #: pod shape finds no node is patched for the nodes that changed instead of counted over every node.
+    row_explains: dict[DynamicFilter, RowExplain] = field(default_factory=dict)
     #: Twins whose result depends only on the request and the node's resource state (allocatable, used,
     #: GPU cards; `NodeTable.state_id`), not on which node it is. When every twin is, results are shared
     #: by nodes in the same state: most placements and departures leave a node in a state seen before.

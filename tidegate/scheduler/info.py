@@ -137,6 +137,9 @@ class JobInfo:
     #: Per eviction action (preempt, reclaim): `(Session.freed, Session.placed)` when it last failed the
     #: job; while neither moved, no victim or room appeared, so the action skips the job.
     evict_blocked_at: dict[str, tuple[int, int]] = field(default_factory=dict)
+    #: Per eviction action: when its attempt for the job failed on its queue's votes alone (no node or victim
+    #: looked at), what those votes read (`eviction.VoteMemo`); the action skips the job while it holds.
+    evict_refused: dict[str, tuple[int, int, int, list[int]]] = field(default_factory=dict)
     #: minResources as bytes (what enqueue's memos are keyed by).
     min_bytes: bytes = b""
     #: The queue's `PendingJobs.tick` when the job started waiting, and when it was last written to (a
@@ -286,6 +289,15 @@ class RunningIndex:
     #: The pods being released (evicted, or terminating), by node: what a node gets back before a victim's
     #: own pods leave (`eviction._cards_after_leaving`).
     releasing: dict[int, dict[int, TaskInfo]] = field(default_factory=dict)
+    #: `rows`' keys in order, made when asked and dropped when a node gains its first pod here or loses its last.
+    ordered: list[int] | None = None
+
+    def sorted_rows(self) -> list[int]:
+        """The rows with running pods, ascending (do not modify: it is shared until the rows change)."""
+        found = self.ordered
+        if found is None:
+            found = self.ordered = sorted(self.rows)
+        return found
 
     def add(self, task: TaskInfo) -> None:
         row = task.node
@@ -301,6 +313,8 @@ class RunningIndex:
         on = into.get(row)
         if on is None:
             into[row] = {id(task): task}
+            if into is self.rows:
+                self.ordered = None
         else:
             on[id(task)] = task
 
@@ -312,10 +326,20 @@ class RunningIndex:
             del on[id(task)]
             if not on:
                 del into[row]
+                if into is self.rows:
+                    self.ordered = None
+
+    def renumber(self, moved: list[int]) -> None:
+        """Node rows were removed and the rest moved up (`NodeTable.remove_rows`: `moved[old]` is the new
+        row); no task indexed here was on a removed row."""
+        self.rows = {moved[row]: on for row, on in self.rows.items()}
+        self.ordered = None
+        self.releasing = {moved[row]: on for row, on in self.releasing.items()}
+        self.where = {key: moved[row] for key, row in self.where.items()}
 
     def rebuild(self, tasks: Iterable[TaskInfo]) -> None:
         """After node rows were renumbered: every running or releasing task again at its row."""
-        self.rows, self.where, self.releasing = {}, {}, {}
+        self.rows, self.where, self.releasing, self.ordered = {}, {}, {}, None
         for task in tasks:
             if task.status is _RUNNING or task.status is _RELEASING:
                 self.add(task)

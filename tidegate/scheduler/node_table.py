@@ -183,6 +183,118 @@ class NodeTable:
         self.changes.append(row)
         self.generation = next(_GENERATIONS)
 
+    def add_rows(self, nodes: Sequence[Node]) -> None:
+        """Nodes joining the table after its rows, with nothing placed on them: the table becomes what one built
+        over its nodes and these would be (with what is placed on its rows kept). Takes a new generation."""
+        if not nodes:
+            return
+        n, r = len(self.names), len(self.index)
+        cards = [card_count(node) for node in nodes]
+        width = self.card_exists.shape[1]
+        wider = max(width, *cards)
+        if wider > width:  # a fresh table's card matrices are as wide as its node with the most cards
+            self._set_width(wider)
+        alloc_rows = [self._alloc_row(node, count) for node, count in zip(nodes, cards, strict=True)]
+        mem_rows = []
+        for node, count in zip(nodes, cards, strict=True):
+            mems = list(node.gpu_memory_mib or (0,) * count)
+            mem_rows.append(mems + [0] * (wider - len(mems)))
+        k = len(nodes)
+        self.alloc = np.concatenate([self.alloc, np.array(alloc_rows, dtype=np.int64).reshape(k, r)])
+        self.card_exists = np.concatenate(
+            [self.card_exists, np.arange(wider) < np.array(cards, dtype=np.int64).reshape(k, 1)]
+        )
+        self.card_mem = np.concatenate([self.card_mem, np.array(mem_rows, dtype=np.int64).reshape(k, wider)])
+        for name in ("used", "releasing", "pipelined"):
+            setattr(self, name, np.concatenate([getattr(self, name), np.zeros((k, r), dtype=np.int64)]))
+        self.card_used_mem = np.concatenate([self.card_used_mem, np.zeros((k, wider), dtype=np.int64)])
+        self.card_used_milli = np.concatenate([self.card_used_milli, np.zeros((k, wider), dtype=np.int64)])
+        self.card_whole = np.concatenate([self.card_whole, np.zeros((k, wider), dtype=bool)])
+        self.card_free = np.concatenate([self.card_free, np.array(cards, dtype=np.int64)])
+        self.card_free_bits.extend((1 << count) - 1 for count in cards)
+        self.promised.extend([0] * k)
+        schedulable = [node.ready and not node.unschedulable for node in nodes]
+        self.schedulable = np.concatenate([self.schedulable, np.array(schedulable, dtype=bool)])
+        self.schedulable_rows.extend(schedulable)
+        self.alloc_rows.extend(alloc_rows)
+        self.nodes.extend(nodes)
+        for i, node in enumerate(nodes):
+            self.names.append(node.name)
+            self.row[node.name] = n + i
+            self.labels.append(node.labels)
+            self.taints.append(node.taints)
+        self.generation = next(_GENERATIONS)
+
+    def remove_rows(self, rows: Sequence[int]) -> list[int]:
+        """The nodes of these rows leave the table, and whatever is placed on them with it (the caller takes
+        their pods off first); the rows after them move up, keeping their order, so the table becomes what one
+        built over the remaining nodes would be. Returns each old row's new row (-1 for a removed one). Takes a
+        new generation."""
+        n = len(self.names)
+        gone = set(rows)
+        if not gone:
+            return list(range(n))
+        keep = np.ones(n, dtype=bool)
+        keep[sorted(gone)] = False
+        moved: list[int] = []
+        kept = 0
+        for row in range(n):
+            if row in gone:
+                moved.append(-1)
+            else:
+                moved.append(kept)
+                kept += 1
+        for name in (
+            "alloc",
+            "card_exists",
+            "card_mem",
+            "used",
+            "releasing",
+            "pipelined",
+            "card_used_mem",
+            "card_used_milli",
+            "card_whole",
+            "card_free",
+            "schedulable",
+        ):
+            setattr(self, name, getattr(self, name)[keep])
+        self.promised_total -= sum(self.promised[row] for row in gone)
+        for name in (
+            "card_free_bits",
+            "promised",
+            "schedulable_rows",
+            "alloc_rows",
+            "nodes",
+            "names",
+            "labels",
+            "taints",
+        ):
+            values = getattr(self, name)
+            setattr(self, name, [value for row, value in enumerate(values) if moved[row] >= 0])
+        self.row = {name: i for i, name in enumerate(self.names)}
+        width = max((card_count(node) for node in self.nodes), default=0)
+        if width < self.card_exists.shape[1]:
+            self._set_width(width)
+        self._used_rows, self._card_rows, self._state_ids, self._fixed_keys = {}, {}, {}, {}
+        self.generation = next(_GENERATIONS)
+        return moved
+
+    def new_generation(self) -> None:
+        """The table stands for one built afresh over the same nodes: caches keyed on its generation start anew."""
+        self.generation = next(_GENERATIONS)
+
+    def _set_width(self, width: int) -> None:
+        """Card matrices `width` cards wide: cut (the cards beyond exist on no node) or padded with none."""
+        for name in ("card_exists", "card_mem", "card_used_mem", "card_used_milli", "card_whole"):
+            matrix = getattr(self, name)
+            have = matrix.shape[1]
+            if width <= have:
+                setattr(self, name, np.ascontiguousarray(matrix[:, :width]))
+            else:
+                pad = np.zeros((matrix.shape[0], width - have), dtype=matrix.dtype)
+                setattr(self, name, np.concatenate([matrix, pad], axis=1))
+        self._card_rows, self._state_ids, self._fixed_keys = {}, {}, {}
+
     # -- derived state -------------------------------------------------------------------------
     def idle(self) -> IntArray:
         return self.alloc - self.used

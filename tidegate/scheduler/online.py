@@ -54,27 +54,48 @@ class OnlineScheduler:
         self.jobs: dict[str, JobInfo] = {}
         #: Jobs with pods not yet placed, in arrival order (what each cycle reports as pending).
         self.waiting: dict[str, JobInfo] = {}
+        #: The node list changed in a way only rebuilding the node table takes (`Session.replace_nodes`).
         self._nodes_changed = False
         #: Nodes changed only in their allocatable or schedulability since the last cycle (updated in place).
         self._resized: dict[str, Node] = {}
+        #: Nodes new since the last cycle (appended to the table) and nodes of the table gone since (its rows
+        #: removed), and whether the node list was touched at all (`Session.change_nodes`).
+        self._joining: dict[str, Node] = {}
+        self._leaving: set[str] = set()
+        self._listed = False
         self.report_waiting = report_waiting
 
     # -- the cluster changes ------------------------------------------------------------------------
     def add_nodes(self, nodes: Iterable[Node]) -> None:
-        """New nodes, or new versions of known ones (a node changed only in its allocatable or schedulability
-        is updated in place; any other change rebuilds the node table)."""
+        """New nodes, or new versions of known ones: a new node joins the node table after its rows, a node
+        changed only in its allocatable or schedulability is updated in place; any other change (a node's
+        labels, taints or cards, or a node removed and added again before the next cycle) rebuilds the table."""
         table = self.ssn.table
         for node in nodes:
-            self.nodes[node.name] = node
-            if self._nodes_changed or not table.resizes(node):
-                self._nodes_changed = True
+            name = node.name
+            self.nodes[name] = node
+            if self._nodes_changed:
+                continue
+            if name in self._joining:
+                self._joining[name] = node  # still new: the node list keeps it where it joined
+            elif name in self._leaving:
+                self._nodes_changed = True  # back at the end of the node list, with its pods: rebuilt
+            elif name not in table.row:
+                self._joining[name] = node
+                self._listed = True
+            elif table.resizes(node):
+                self._resized[name] = node
             else:
-                self._resized[node.name] = node
+                self._nodes_changed = True
 
     def remove_nodes(self, names: Iterable[str]) -> None:
+        table = self.ssn.table
         for name in names:
             self.nodes.pop(name, None)
-        self._nodes_changed = True
+            self._listed = True
+            if self._joining.pop(name, None) is None and name in table.row:
+                self._leaving.add(name)
+                self._resized.pop(name, None)
 
     def set_schedulable(self, name: str, schedulable: bool) -> None:
         node = self.nodes.get(name)
@@ -84,7 +105,7 @@ class OnlineScheduler:
     def add_group(self, group: PodGroup, pods: Sequence[Pod]) -> None:
         """A group arrives; it waits until placed. One that arrives placed (a restored control plane's
         running job: its pods bound, or finished) is set aside at once, as the cycle that placed it did."""
-        if self._nodes_changed and any(pod.node_name or pod.nominated_node_name for pod in pods):
+        if (self._listed or self._nodes_changed) and any(pod.node_name or pod.nominated_node_name for pod in pods):
             self._sync_nodes()  # its pods' nodes must be in the table to hold their room
         job = self.ssn.add_group(group, pods)
         self.jobs[group.key] = job
@@ -122,6 +143,7 @@ class OnlineScheduler:
             raise ValueError(f"queue {queue.name} does not exist")
         info.queue = queue
         self.ssn.freed += 1  # quotas may have grown: jobs blocked on them get another look
+        self.ssn.quotas_moved += 1
 
     # -- a cycle ------------------------------------------------------------------------------------
     def cycle(self, now: float) -> Decisions:
@@ -129,7 +151,7 @@ class OnlineScheduler:
         ssn = self.ssn
         if self.idle():
             return Decisions()
-        if self._nodes_changed or self._resized:
+        if self._listed or self._nodes_changed or self._resized:
             self._sync_nodes()
         ssn.reopen(now)
         for name in self.config.actions:
@@ -162,20 +184,33 @@ class OnlineScheduler:
         return decisions
 
     def _sync_nodes(self) -> None:
-        """The session takes the node list as changed since (added, removed, resized, cordoned nodes)."""
+        """The session takes the node list as changed since (added, removed, resized, cordoned nodes): in place
+        when the table's rows, less the leaving ones, then the joining ones, are the node list in its order
+        (`Session.change_nodes`), else by rebuilding the table (`Session.replace_nodes`)."""
+        ssn = self.ssn
+        if self._listed and not self._nodes_changed:
+            names = ssn.table.names
+            leaving = self._leaving
+            order = [name for name in names if name not in leaving] if leaving else names
+            self._nodes_changed = len(order) + len(self._joining) != len(self.nodes) or [
+                *order,
+                *self._joining,
+            ] != list(self.nodes)
         if self._nodes_changed:
-            self.ssn.replace_nodes(list(self.nodes.values()))
+            ssn.replace_nodes(list(self.nodes.values()))
+        elif self._listed:
+            ssn.change_nodes(self._leaving, list(self._joining.values()), list(self._resized.values()))
         else:
-            self.ssn.resize_nodes(list(self._resized.values()))
-        self._nodes_changed = False
-        self._resized = {}
+            ssn.resize_nodes(list(self._resized.values()))
+        self._nodes_changed = self._listed = False
+        self._resized, self._joining, self._leaving = {}, {}, set()
 
     def idle(self) -> bool:
         """Nothing a cycle could do: no node change, no nominated pod, and every waiting job hopeless
         (or none waiting). With `report_waiting` a cycle is never idle: it reports the waiting jobs.
         `remove_group` keeps an idle scheduler idle (the simulator relies on it): it only takes jobs away."""
         ssn = self.ssn
-        if self._nodes_changed or self._resized or ssn.pipelined or self.report_waiting:
+        if self._listed or self._nodes_changed or self._resized or ssn.pipelined or self.report_waiting:
             return False
         return all(ssn.hopeless(job) for job in self.waiting.values())
 

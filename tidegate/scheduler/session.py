@@ -33,6 +33,7 @@ from tidegate.scheduler.framework import (
     JobCheck,
     Plugin,
     PluginRegistry,
+    RowExplain,
     RowFilter,
     RowScore,
     switched_off,
@@ -59,6 +60,9 @@ SCALAR_TOTAL_ROWS = 128
 MAX_STATE_RESULTS = 8_192
 #: Rows the scalar path may refresh in a request's lists before its arrays catch up.
 MAX_STALE_ROWS = 1024
+#: Changed nodes patched one by one into a shape's explanation (a few us a node); beyond this, it is counted
+#: again over every node with numpy.
+SCALAR_EXPLAIN_ROWS = 256
 #: Pod entries a long-lived session keeps by the identity of a pod's request, selector, affinity and
 #: tolerations (arrivals from one template share them: their entry is found without building the shape).
 MAX_IDENT_ENTRIES = 4096
@@ -111,6 +115,26 @@ class ShapeCache:
     dynamic: DynamicCache
     total: FloatArray  # score where the pod fits now, -inf elsewhere
     seen: int  # position in NodeTable.changes already folded in (never ahead of dynamic.seen)
+
+
+@dataclass(slots=True)
+class ExplainCache:
+    """Why one pod shape finds no node, node by node, patched for the nodes that change (`Session.explain`).
+
+    `reasons` lists every (reason, mask) pair `Session._explain` charges, in its order (unschedulable, the static
+    filters', then each dynamic filter's); a node is charged to the first reason whose mask leaves it out
+    (`first`, -1 for none), and `counts` says how many nodes each reason holds. The static part of a node's
+    charge (`static_first`) holds while the node table's generation does; the rest is asked again of the
+    dynamic filters' row twins (`ExtensionPoints.row_explains`) for each node that changed."""
+
+    generation: int
+    seen: int  # position in NodeTable.changes folded in
+    reasons: list[str]
+    offsets: list[int]  # per dynamic filter, where its reasons start in `reasons`
+    static_first: list[int]
+    first: list[int]
+    counts: list[int]
+    text: str = ""
 
 
 #: A request vector, the same as Python ints, the GPU ask it makes, its (column, amount) pairs, and whether
@@ -219,8 +243,12 @@ class Session:
         #: Bumped whenever a pod takes resources (allocated or pipelined, or bound by the caller): new
         #: candidate victims for preempt and reclaim. With `freed`, the state an eviction attempt saw.
         self.placed = 0
+        #: Bumped (with `freed`) when a queue's quota may have moved other than with the node table: a queue
+        #: edited, a deserved share recomputed from demand. What reclaim's memo of refused attempts reads.
+        self.quotas_moved = 0
         self._failed: dict[object, int] = {}  # shape number (or shape) -> `freed` when it found no node
         self._explained: dict[tuple[object, ...], tuple[tuple[int, int, int], str]] = {}
+        self._explain_caches: dict[tuple[object, ...], ExplainCache] = {}
         self._never: dict[object, tuple[int, bool]] = {}  # shape -> (table generation, never fits)
         self._vectors: dict[Resources, IntArray] = {}
         self._requests: dict[Resources, _Request] = {}
@@ -512,6 +540,12 @@ class Session:
         self._enqueue_tiers = _by_tier(ext.job_enqueueable, ext.job_enqueue_permit, [(e[0], e[1]) for e in ends])
         self._pipeline_tiers = _by_tier(ext.job_pipelined, ext.job_pipeline_permit, [(e[2], e[3]) for e in ends])
         self._row_twins = self._scalar_twins()
+        explains = [ext.row_explains.get(f) for f in ext.dynamic_filters]
+        #: Row twins of every dynamic filter's explanation, or None when one lacks its twin.
+        self._explain_twins: list[RowExplain] | None = (
+            None if any(e is None for e in explains) else [e for e in explains if e is not None]
+        )
+        self._explain_caches = {}
         #: Every twin reads only the request and the node's state: results are shared per state.
         self._twins_by_state = self._row_twins is not None and all(
             twin in self.ext.node_state_only for twin in (*self._row_twins[0], *self._row_twins[1])
@@ -911,6 +945,8 @@ class Session:
         """Why no node takes the task: '0/40 nodes: 32 untolerated taint ..., 8 insufficient ...'."""
         if self.placement_mask(task) is not None:  # it reads where other pods are: not the shape's to keep
             return self._explain(task)
+        if self._explain_twins is not None:
+            return self._patched_explanation(task)
         state = (self.freed, len(self.table.changes), self.table.generation)
         held = self._explained.get(task.shape)
         if held is not None and held[0] == state:
@@ -918,6 +954,88 @@ class Session:
         text = self._explain(task)
         self._explained[task.shape] = (state, text)
         return text
+
+    def _patched_explanation(self, task: TaskInfo) -> str:
+        """`_explain`'s text from the shape's `ExplainCache`, brought up to date with the node table: the
+        nodes changed since are charged again through the dynamic filters' row twins (or, past
+        SCALAR_EXPLAIN_ROWS of them, every node is counted again)."""
+        table = self.table
+        changes = table.changes
+        cache = self._explain_caches.get(task.shape)
+        if (
+            cache is None
+            or cache.generation != table.generation
+            or len(changes) - cache.seen > SCALAR_EXPLAIN_ROWS
+            or cache.seen > len(changes)
+        ):
+            cache = self._explain_caches[task.shape] = self._explain_cache(task)
+        elif cache.seen < len(changes):
+            pending = set(changes[cache.seen :]) if len(changes) - cache.seen > 1 else (changes[-1],)
+            cache.seen = len(changes)
+            twins = self._explain_twins
+            assert twins is not None
+            static_first, first, counts, offsets = cache.static_first, cache.first, cache.counts, cache.offsets
+            moved = False
+            for row in pending:
+                if static_first[row] >= 0:
+                    continue  # left out by a static filter (or cordoned) while the generation holds
+                charged = -1
+                for offset, twin in zip(offsets, twins, strict=True):
+                    at = twin(task, row)
+                    if at >= 0:
+                        charged = offset + at
+                        break
+                was = first[row]
+                if charged != was:
+                    if was >= 0:
+                        counts[was] -= 1
+                    if charged >= 0:
+                        counts[charged] += 1
+                    first[row] = charged
+                    moved = True
+            if moved:
+                cache.text = ""
+        if not cache.text:
+            cache.text = self._explanation_text(cache.reasons, cache.counts, len(table))
+        return cache.text
+
+    def _explain_cache(self, task: TaskInfo) -> ExplainCache:
+        """Every node charged to the first reason that leaves it out, as `_explain` charges them."""
+        table = self.table
+        n = len(table)
+        first = np.full(n, -1, dtype=np.int64)
+        reasons: list[str] = []
+
+        def charge(reason: str, passing: BoolArray) -> None:
+            first[~passing & (first < 0)] = len(reasons)
+            reasons.append(reason)
+
+        charge("unschedulable", table.schedulable)
+        for static_filter in self.ext.static_filters:
+            for reason, passing in static_filter(task):
+                charge(reason, passing)
+        static_first = first.tolist()
+        offsets = []
+        for dynamic_filter in self.ext.dynamic_filters:
+            offsets.append(len(reasons))
+            for reason, passing in dynamic_filter.explain(task):
+                charge(reason, passing)
+        charged = first[first >= 0]
+        counts = np.bincount(charged, minlength=len(reasons)).tolist() if len(charged) else [0] * len(reasons)
+        return ExplainCache(
+            table.generation, len(table.changes), reasons, offsets, static_first, first.tolist(), counts
+        )
+
+    @staticmethod
+    def _explanation_text(reasons: list[str], counts: list[int], n: int) -> str:
+        """What `_explain` says of nodes charged `counts` (per reason, in charge order)."""
+        tally: Counter[str] = Counter()
+        for reason, count in zip(reasons, counts, strict=True):
+            if count:
+                tally[reason] += count
+        available = n - sum(counts)
+        detail = ", ".join(f"{count} {reason}" for reason, count in tally.most_common())
+        return f"{available}/{n} nodes: {detail}" if detail else f"{available}/{n} nodes available"
 
     def _explain(self, task: TaskInfo) -> str:
         n = len(self.table)
@@ -1055,6 +1173,7 @@ class Session:
         self.plugins, self._switched_off, self._ends_tier = [], [], []
         self.ext = ExtensionPoints()
         self._row_twins = None
+        self._explain_twins = None
         self._enqueue_tiers = self._pipeline_tiers = None
 
     def final_phase(self, job: JobInfo) -> PodGroupPhase:
@@ -1160,6 +1279,42 @@ class Session:
         self._shapes_by_key = {}
         self._dynamic = {}
 
+    def change_nodes(self, leaving: Collection[str], joining: Sequence[Node], resized: Sequence[Node]) -> None:
+        """Nodes leave and join, and others are resized (`NodeTable.resizes`), as `replace_nodes` would take the
+        node list with them, without rebuilding the table: the leaving rows are removed (the rest keep their
+        order), the joining ones appended. A task on a leaving node goes back to Pending as there."""
+        table = self.table
+        gone = {table.row[name] for name in leaving}
+        if gone:
+            for task in self.tasks.values():
+                if task.node in gone:
+                    self._lose_node(task)
+            moved = table.remove_rows(sorted(gone))
+            for task in self.tasks.values():
+                if task.node >= 0:
+                    task.node = moved[task.node]
+            if self.running is not None:
+                self.running.renumber(moved)
+        table.add_rows(joining)
+        for node in resized:
+            table.resize(node)
+        if not gone and not joining and not resized:
+            table.new_generation()  # as replace_nodes builds the table again over the same nodes
+        table.changes.clear()
+        self.label_index = LabelIndex(table.labels)
+        self.taint_index = TaintIndex(table.taints)
+        self._forget_node_caches()
+
+    def _lose_node(self, task: TaskInfo) -> None:
+        """The task's node is gone: it holds nothing any more and is pending again (callers normally restart its
+        job first)."""
+        if task.status in (TaskStatus.ALLOCATED, TaskStatus.RUNNING, TaskStatus.PIPELINED):
+            self._charge_queue(task.job, task.request, -1)
+        self.pipelined.pop(task.key, None)
+        task.node, task.cards = -1, ()
+        task.job.set_status(task, TaskStatus.PENDING)
+        self.unsettle(task.job)
+
     def replace_nodes(self, nodes: Sequence[Node]) -> None:
         """Take a new node list (nodes added, removed or cordoned): rebuild the node table, keep every
         placed task on its node by name, and drop placement caches. A task whose node is gone goes back
@@ -1176,12 +1331,7 @@ class Session:
             row = table.row.get(old_names[task.node])
             status = task.status
             if row is None:
-                if status in (TaskStatus.ALLOCATED, TaskStatus.RUNNING, TaskStatus.PIPELINED):
-                    self._charge_queue(task.job, task.request, -1)
-                self.pipelined.pop(task.key, None)
-                task.node, task.cards = -1, ()
-                task.job.set_status(task, TaskStatus.PENDING)
-                self.unsettle(task.job)
+                self._lose_node(task)
                 continue
             task.node = row
             if task.cards and not table.has_cards(row, task.cards):  # the node came back with fewer cards

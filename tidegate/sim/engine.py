@@ -103,19 +103,30 @@ class Outcome:
     hpas: list[dict[str, Any]] = field(default_factory=list)
 
 
+#: While a run goes, the cyclic collector's youngest generation is collected after this many allocations
+#: (CPython's default is 700): a run allocates steadily and frees its garbage by reference counting, and at the
+#: seed's scale the collector's passes took about 5% of a month, half of them the older generations' passes
+#: the young ones' count triggers.
+RUN_GC_THRESHOLD = 10_000
+
+
 @contextmanager
 def _heap_frozen() -> Iterator[None]:
     """Keep what exists before a run (modules, the workload, the nodes) out of the cyclic collector's passes
     while it runs, and give it back afterwards. That heap outlives the run, yet each full pass walked all of
     it (about 1.5 % of the openb replay); the run's own objects are still collected (finished jobs are freed
-    by reference counting). Left alone when the process has frozen objects itself (before forking, say)."""
+    by reference counting), less often (`RUN_GC_THRESHOLD`). Left alone when the process has frozen objects
+    itself (before forking, say)."""
     if gc.get_freeze_count():
         yield
         return
+    thresholds = gc.get_threshold()
     gc.freeze()
+    gc.set_threshold(max(thresholds[0], RUN_GC_THRESHOLD), *thresholds[1:])
     try:
         yield
     finally:
+        gc.set_threshold(*thresholds)
         gc.unfreeze()
 
 
@@ -184,9 +195,10 @@ class Simulation:
         #: When each unpinned pending job's wait began, by queue then group key, in `pending`'s order: what
         #: `pending_seconds` sums every HPA sync (kept by `_pend` and `_unpend` alongside `pending`).
         self._waits: dict[str, dict[str, float]] = {}
-        #: The pending jobs that may overflow (unpinned, outside the burst queue), in `pending`'s order: what
-        #: overflow looks at every cycle (`waiting(outside=...)`; kept by `_pend` and `_unpend`).
-        self._burstable: dict[str, SimJob] = {}
+        #: The pending jobs that may overflow (unpinned, outside the burst queue), in `pending`'s order, as overflow
+        #: sees them: what it looks at every cycle (`waiting(outside=...)`; kept by `_pend` and `_unpend`, made
+        #: once a wait: what a WaitingJob says of a job changes only when it stops waiting or moves).
+        self._burstable: dict[str, WaitingJob] = {}
         self.running: dict[str, Running] = {}  # group key -> placed job
         self.node_pods: dict[str, set[str]] = {}  # node -> group keys with pods there
         self.pod_group: dict[str, str] = {}  # pod key -> group key
@@ -343,7 +355,7 @@ class Simulation:
         if not job.pinned:
             self._waits.setdefault(job.queue, {})[group_key] = job.pending_since
             if job.queue != self.scenario.burst.queue:
-                self._burstable[group_key] = job
+                self._burstable[group_key] = self._waiting_job(group_key, job)
 
     def _unpend(self, group_key: str) -> SimJob | None:
         """The job no longer waits (placed, or moving to another queue); None if it was not pending."""
@@ -710,12 +722,17 @@ class Simulation:
         self.meter[f"nodes/{pool.name}"].set(len(pool.nodes), self.clock.now())
 
     def waiting(self, outside: str = "") -> list[WaitingJob]:
-        jobs = self._burstable if outside == self.scenario.burst.queue else self.pending
+        if outside == self.scenario.burst.queue:  # the pending jobs that may overflow, as kept
+            return list(self._burstable.values())
         return [
-            WaitingJob(key, job.queue, job.home_queue, job.pending_since, DEFAULT_NAMESPACE, job.pinned)
-            for key, job in jobs.items()
+            self._waiting_job(key, job)
+            for key, job in self.pending.items()
             if not outside or (job.queue != outside and not job.pinned)
         ]
+
+    @staticmethod
+    def _waiting_job(key: str, job: SimJob) -> WaitingJob:
+        return WaitingJob(key, job.queue, job.home_queue, job.pending_since, DEFAULT_NAMESPACE, job.pinned)
 
     def reason(self, key: str) -> str:
         return self.core.pending_reason(key)

@@ -76,11 +76,14 @@ class Enqueue:
 
     def execute(self, ssn: Session) -> None:
         for queue in ssn.queues.values():
+            total = None  # what the queue's jobs reserve, summed before it is added to each level (integers)
             for job in queue.jobs.values():  # admitted jobs: those waiting for admission reserve nothing
                 reserved = _reserved(job)
                 if reserved is not None:
-                    for level in (queue, *queue.ancestors):
-                        level.inqueue += reserved
+                    total = reserved.copy() if total is None else np.add(total, reserved, out=total)
+            if total is not None:
+                for level in (queue, *queue.ancestors):
+                    level.inqueue += total
         for queue in ssn.in_queue_order(q for q in ssn.queues.values() if q.jobs or q.pending):
             if ssn.ext.job_enqueue_permit:
                 self._admit_each(ssn, queue)

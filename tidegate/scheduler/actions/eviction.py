@@ -30,18 +30,34 @@ def running_by_node(ssn: Session) -> dict[int, dict[int, TaskInfo]]:
     return ssn.running.rows
 
 
-def starving_jobs(ssn: Session, queue: QueueInfo) -> list[JobInfo]:
-    """Admitted, valid jobs of the queue that cannot run as they are, in job order."""
+def starving_jobs(ssn: Session, queue: QueueInfo, skip: Callable[[JobInfo], bool] | None = None) -> list[JobInfo]:
+    """Admitted, valid jobs of the queue that cannot run as they are, in job order (without those `skip`
+    says to leave out, asked first)."""
     starving = [
         job
         for job in queue.jobs.values()  # admitted jobs (those waiting for admission are elsewhere)
         if job.phase is not PodGroupPhase.PENDING
         and job.counts[TaskStatus.PENDING]  # it has pending pods (without listing them)
+        and (skip is None or not skip(job))
         and not ssn.hopeless(job)
         and ssn.job_invalid_reason(job) is None
         and ssn.job_starving(job)
     ]
     return ssn.in_job_order(starving)
+
+
+#: What an attempt refused by its queue's votes alone read (`JobInfo.evict_refused`): the job's version, the
+#: node table's generation, `Session.quotas_moved`, and the queue's allocation.
+VoteMemo = tuple[int, int, int, list[int]]
+
+
+def refused_still(ssn: Session, job: JobInfo, memo: VoteMemo | None) -> bool:
+    """The votes that refused every task of the job would refuse them again: the job, the node table and the
+    quotas are as they were, and the queue holds at least as much of every resource (the votes are monotone
+    in it, `ExtensionPoints.queue_reclaim_allowed`)."""
+    if memo is None or memo[0] != job.version or memo[1] != ssn.table.generation or memo[2] != ssn.quotas_moved:
+        return False
+    return all(now >= then for now, then in zip(job.queue.allocated.tolist(), memo[3], strict=True))
 
 
 def victim_order(ssn: Session, preemptor: TaskInfo, candidates: list[TaskInfo]) -> list[TaskInfo]:
@@ -239,18 +255,30 @@ class EvictionAction(ABC):
         the same state end alike (the task's job by default)."""
         return (id(task.job), task.shape, task.priority)
 
+    #: Its victims may be pods of the starving job's own queue (preempt): another job's committed evictions
+    #: may then change a job of the queue, so a job its votes refused is looked at again at its turn.
+    victims_in_own_queue: ClassVar[bool] = False
+
     def execute(self, ssn: Session) -> None:
         by_node: dict[int, dict[int, TaskInfo]] | None = None  # looked at on first need: most cycles starve no one
         rows: list[int] = []
         # Attempts that failed in the state every job starts from (its statement still empty): a failed
         # attempt changes nothing, so an equal attempt fails too until some job's evictions are committed.
         failed: set[tuple[object, ...]] = set()
+        # Those of them refused by the queue's votes alone, having read no node or victim.
+        refused: set[tuple[object, ...]] = set()
+        name = self.name
         for queue in ssn.in_queue_order(ssn.queues.values()):
             if self.skip_queue(ssn, queue):
                 continue
-            for job in starving_jobs(ssn, queue):
-                if job.evict_blocked_at.get(self.name) == (ssn.freed, ssn.placed):
+            # A job the votes refused stays refused while what they read holds; with victims only in other
+            # queues, nothing this queue's turn commits undoes that (its allocation only grows by it).
+            still_refused = None if self.victims_in_own_queue else self._still_refused(ssn, queue)
+            for job in starving_jobs(ssn, queue, still_refused):
+                if job.evict_blocked_at.get(name) == (ssn.freed, ssn.placed):
                     continue  # failed before, and nothing was freed or placed since
+                if refused_still(ssn, job, job.evict_refused.get(name)):
+                    continue  # its queue's votes refused it before, and would again
                 tasks = sorted(job.pending_tasks(), key=ssn.task_key)
                 # A job attempts what its tasks' keys and its gang's counts say: an equal job fails alike.
                 signature = (
@@ -260,9 +288,10 @@ class EvictionAction(ABC):
                     (job.ready_num, job.waiting_num, job.valid_num),
                 )
                 if signature in failed:
-                    job.evict_blocked_at[self.name] = (ssn.freed, ssn.placed)
+                    self._failed(ssn, job, signature in refused)
                     continue
                 stmt = ssn.statement()
+                voted_only = True  # no node or victim looked at, by this attempt or the ones it repeats
                 for task in tasks:
                     if not ssn.job_starving(job):
                         break
@@ -270,14 +299,19 @@ class EvictionAction(ABC):
                         continue  # it waits for room and evicts no one (Volcano's preempt and reclaim skip it)
                     key = self.attempt_key(task)
                     if key in failed:
+                        voted_only = voted_only and key in refused
                         continue
                     if not self.may_try(ssn, queue, task):
                         if not stmt.ops:
                             failed.add(key)
+                            refused.add(key)
                         continue
                     if by_node is None:
                         by_node = running_by_node(ssn)
-                        rows = sorted(by_node)  # rows only empty as victims go (or fill again as they stay)
+                        # rows only empty as victims go (or fill again as they stay): the order taken now serves
+                        assert ssn.running is not None
+                        rows = ssn.running.sorted_rows()
+                    voted_only = False
                     placed = evict_for(
                         ssn,
                         stmt,
@@ -294,7 +328,41 @@ class EvictionAction(ABC):
                 if ssn.job_pipelined(job):
                     stmt.commit()
                     failed.clear()
+                    refused.clear()
                 else:
                     stmt.discard()
                     failed.add(signature)
-                    job.evict_blocked_at[self.name] = (ssn.freed, ssn.placed)
+                    if voted_only:
+                        refused.add(signature)
+                    self._failed(ssn, job, voted_only)
+
+    def _failed(self, ssn: Session, job: JobInfo, voted_only: bool) -> None:
+        """The attempt for the job failed: remember the state it saw, or, when only its queue's votes
+        refused it (they read the job, the quotas and the queue's allocation), what those votes read."""
+        job.evict_blocked_at[self.name] = (ssn.freed, ssn.placed)
+        if voted_only:
+            job.evict_refused[self.name] = (
+                job.version,
+                ssn.table.generation,
+                ssn.quotas_moved,
+                job.queue.allocated.tolist(),
+            )
+        else:
+            job.evict_refused.pop(self.name, None)
+
+    def _still_refused(self, ssn: Session, queue: QueueInfo) -> Callable[[JobInfo], bool]:
+        """`refused_still` for the queue's jobs, its allocation read once: while the queue takes its turn it
+        only grows (its jobs' victims are in other queues), so a job refused at less stays refused."""
+        name, generation, quotas = self.name, ssn.table.generation, ssn.quotas_moved
+        allocated = queue.allocated.tolist()
+
+        def skip(job: JobInfo) -> bool:
+            memo = job.evict_refused.get(name)
+            if memo is None or memo[0] != job.version or memo[1] != generation or memo[2] != quotas:
+                return False
+            for now, then in zip(allocated, memo[3], strict=True):  # noqa: SIM110 -- asked of every starving job
+                if now < then:
+                    return False
+            return True
+
+        return skip

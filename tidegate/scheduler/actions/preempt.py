@@ -18,6 +18,7 @@ def _queue_takes(ssn: Session, queue: QueueInfo, task: TaskInfo) -> bool:
 class Preempt(EvictionAction):
     name: ClassVar[str] = "preempt"
     reason = "preempted by {job} (higher priority in queue {queue})"
+    victims_in_own_queue: ClassVar[bool] = True
 
     def eligible(self, queue: QueueInfo, preemptor: TaskInfo, victim: TaskInfo) -> bool:
         """Pods of other jobs in the same queue; a best-effort pod (no requests) only preempts best-effort

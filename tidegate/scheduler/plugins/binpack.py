@@ -44,7 +44,10 @@ class BinpackPlugin(Plugin):
         self.cols = np.array([c for c, _ in cols], dtype=np.int64)
         self.weights = np.array([w for _, w in cols], dtype=np.float64)
         self._col_weights = [(int(c), float(w)) for c, w in zip(self.cols, self.weights, strict=True)]
-        self._alloc_rows: list[list[float]] = ssn.table.alloc[:, self.cols].astype(np.float64).tolist()
+        #: Per node, its allocatable of the weighted resources as floats (as numpy converts them), made when the
+        #: node is first scored: a long-lived session sets up again whenever nodes change, and scores a few.
+        self._alloc_rows: dict[int, list[float]] = {}
+        self._table_rows = ssn.table.alloc_rows
 
     def check_arguments(self) -> None:
         self._weights()
@@ -74,7 +77,10 @@ class BinpackPlugin(Plugin):
     def score_row(self, task: TaskInfo, row: int) -> float:
         """dynamic_score() for one node, with Python floats doing the same IEEE operations in the same order."""
         used = self.ssn.table.used_row(row)
-        alloc_row = self._alloc_rows[row]
+        alloc_row = self._alloc_rows.get(row)
+        if alloc_row is None:
+            allocatable = self._table_rows[row]
+            alloc_row = self._alloc_rows[row] = [float(allocatable[col]) for col, _ in self._col_weights]
         request = task.request_list or task.request.tolist()
         if len(self._col_weights) == 2:  # the usual cpu + memory, unrolled
             (c0, w0), (c1, w1) = self._col_weights

@@ -85,6 +85,8 @@ class CapacityPlugin(Plugin):
             self._deserved_cols = {
                 name: {c: float(d[c]) for c in dims if d[c] > 0} for name, d in self.deserved.items()
             }
+            #: Per queue, the queue then its ancestors (`_chain`), made when first asked.
+            self._chains: dict[str, list[QueueInfo]] = {}
             self._inputs = inputs
         self._pods_col = ssn.index.col[PODS]
         #: GPU card resources count as one when a victim's request is matched against the reclaimer's: whole
@@ -186,14 +188,19 @@ class CapacityPlugin(Plugin):
             return reason
         if not queue.is_leaf:
             return Refusal(f"queue {queue.name} has child queues; only leaf queues take jobs", RefusalCode.NOT_A_LEAF)
-        request = task.request_list or task.request.tolist()
-        for level in self._chain(queue):
+        asked_cols = _nonzero(task)
+        chain = self._chains.get(queue.name)
+        if chain is None:
+            chain = self._chains[queue.name] = self._chain(queue)
+        for level in chain:
             # _limit_reason's test in Python floats (the same conversions and addition as the arrays'),
-            # which is most of the cost of placing a pod otherwise; the message still comes from it.
+            # which is most of the cost of placing a pod otherwise; the message still comes from it. Only the
+            # resources the task asks for can exceed: the quota ones among them are looked at.
             allocated = level.allocated.tolist()
-            for col, limit in self._real_cols[level.name]:
-                asked = request[col]
-                if asked > 0 and float(allocated[col]) + float(asked) > limit:
+            limits = self._real_by_col[level.name]
+            for col, asked in asked_cols:
+                limit = limits.get(col)
+                if limit is not None and asked > 0 and float(allocated[col]) + float(asked) > limit:
                     current = as_float(level.allocated)
                     return self._limit_reason(level, current + task.request, self.dims & (task.request > 0), current)
         return None

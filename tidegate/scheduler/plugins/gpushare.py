@@ -35,6 +35,7 @@ class GpuSharePlugin(Plugin):
         self.card_policy, self.weight = self._options()
         ssn.ext.dynamic_filters.append(self)
         ssn.ext.row_filters[self] = self.fit_row
+        ssn.ext.row_explains[self] = self.explain_row
         ssn.ext.node_state_only.add(self.fit_row)
         ssn.ext.card_selector = self.select
         self.explicit_card_policy = "gpushare.cardPolicy" in self.arguments
@@ -101,13 +102,13 @@ class GpuSharePlugin(Plugin):
             return bool(self._slice_cards(task, row, first=True))
         return True
 
-    def _slice_cards(self, task: TaskInfo, row: int, first: bool = False) -> list[int]:
+    def _slice_cards(self, task: TaskInfo, row: int, first: bool = False, promises: bool = True) -> list[int]:
         """`_slice_fits` for one node, in Python ints: the cards the task's slice fits on, ascending (with
         `first`, only the first of them)."""
         mem_mib, milli = task.gpu.mem_mib, task.gpu.milli
         table = self.ssn.table
         exists, whole, mem, used_mem, used_milli = table.card_row(row)
-        untouched_closed = not table.slice_may_take_untouched(row)
+        untouched_closed = promises and not table.slice_may_take_untouched(row)
         out: list[int] = []
         for card, present in enumerate(exists):
             if not present or whole[card]:
@@ -133,6 +134,17 @@ class GpuSharePlugin(Plugin):
                 ("its untouched GPU cards are promised to pipelined pods", self.fit(task, slice(None))),
             ]
         return []
+
+    def explain_row(self, task: TaskInfo, row: int) -> int:
+        """explain() for one node: the index of the first of its reasons that leaves the node out, or -1."""
+        gpu = task.gpu
+        if gpu.whole:
+            return -1 if self.fit_row(task, row) else 0
+        if gpu.shared:
+            if not self._slice_cards(task, row, first=True, promises=False):
+                return 0
+            return -1 if self._slice_cards(task, row, first=True) else 1
+        return -1
 
     def select(self, task: TaskInfo, row: int) -> tuple[int, ...]:
         table = self.ssn.table

@@ -41,9 +41,10 @@ class NodeOrderPlugin(Plugin):
         self.least, self.most, self.balanced, self.affinity, self.taint = self._weights()
         self.cols = np.array([ssn.index.col[CPU], ssn.index.col[MEMORY]])
         self._cpu, self._mem = (int(c) for c in self.cols)
-        alloc = ssn.table.alloc.astype(np.float64)
-        self._alloc_cpu: list[float] = alloc[:, self._cpu].tolist()
-        self._alloc_mem: list[float] = alloc[:, self._mem].tolist()
+        #: Per node, its cpu and memory allocatable as floats (as numpy converts them), made when the node is first
+        #: scored: a long-lived session sets up again whenever nodes change, and scores a few.
+        self._alloc: dict[int, tuple[float, float]] = {}
+        self._table_rows = ssn.table.alloc_rows
 
     def check_arguments(self) -> None:
         self._weights()
@@ -99,10 +100,14 @@ class NodeOrderPlugin(Plugin):
         used = self.ssn.table.used_row(row)
         request = task.request_list or task.request.tolist()
         cpu, mem = self._cpu, self._mem
-        alloc = self._alloc_cpu[row]
+        allocs = self._alloc.get(row)
+        if allocs is None:
+            allocatable = self._table_rows[row]
+            allocs = self._alloc[row] = (float(allocatable[cpu]), float(allocatable[mem]))
+        alloc = allocs[0]
         f_cpu = float(used[cpu] + request[cpu]) / alloc if alloc > 0 else 1.0
         f_cpu = 0.0 if f_cpu < 0.0 else 1.0 if f_cpu > 1.0 else f_cpu  # np.clip(fraction, 0.0, 1.0)
-        alloc = self._alloc_mem[row]
+        alloc = allocs[1]
         f_mem = float(used[mem] + request[mem]) / alloc if alloc > 0 else 1.0
         f_mem = 0.0 if f_mem < 0.0 else 1.0 if f_mem > 1.0 else f_mem
         score = 0.0

@@ -34,6 +34,7 @@ class PredicatesPlugin(Plugin):
         ssn.ext.static_filters.append(self.static_filters)
         ssn.ext.dynamic_filters.append(self)
         ssn.ext.row_filters[self] = self.fit_row
+        ssn.ext.row_explains[self] = self.explain_row
         ssn.ext.node_state_only.add(self.fit_row)
         self._taint_cache: dict[object, list[tuple[str, BoolArray]]] = {}
         self.pod_affinity: PodAffinityIndex | None = None
@@ -119,6 +120,17 @@ class PredicatesPlugin(Plugin):
             (f"insufficient {table.index.names[col]}", idle[:, col] >= task.request[col])
             for col in np.flatnonzero(task.request)
         ]
+
+    def explain_row(self, task: TaskInfo, row: int) -> int:
+        """explain() for one node, in Python ints: the first requested resource (in column order) the node
+        lacks, or -1."""
+        table = self.ssn.table
+        alloc, used = table.alloc_rows[row], table.used_row(row)
+        asked = task.request_nonzero or [(c, a) for c, a in enumerate(task.request.tolist()) if a]
+        for i, (col, amount) in enumerate(asked):
+            if alloc[col] - used[col] < amount:
+                return i
+        return -1
 
 
 def _holding(ssn: Session) -> list[TaskInfo]:

@@ -55,6 +55,7 @@ class ProportionPlugin(Plugin):
             self._deserved = self._water_fill(queues, demand[1])
             if previous is not None and previous != self._deserved:
                 ssn.freed += 1  # a deserved share moved: quota-blocked jobs must be looked at again
+                ssn.quotas_moved += 1
         self._deserved_arrays: dict[str, FloatArray] = {}
         self._deserved_cache: dict[QueueInfo, list[tuple[int, float]]] = {}
 

@@ -1,0 +1,169 @@
+"""Nodes joining and leaving a long-lived session change the node table's rows in place (`NodeTable.add_rows`,
+`remove_rows`, `Session.change_nodes`): after any history of joins, departures (pods on them or not), resizes,
+cordons, placements, evictions and departures of jobs, the table holds exactly what one rebuilt over the node
+list holds (`Session.replace_nodes`), every task is on the same node, and the two decide alike."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import numpy as np
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+from scheduler_builders import CLOUD_TAINT, TOLERATE_CLOUD, conf, job, node, queue
+
+from tidegate.model.objects import PodGroupPhase
+from tidegate.model.resources import Resources
+from tidegate.scheduler.node_table import NodeTable
+from tidegate.scheduler.online import OnlineScheduler
+from tidegate.sim.run import WORKLOAD_RESOURCES
+
+CONFIG = conf(
+    "enqueue, allocate, reclaim, preempt, backfill",
+    "priority, gang",
+    "predicates, proportion, nodeorder, binpack, gpushare",
+)
+ARRAYS = (
+    "alloc",
+    "card_exists",
+    "card_mem",
+    "used",
+    "releasing",
+    "pipelined",
+    "card_used_mem",
+    "card_used_milli",
+    "card_whole",
+    "card_free",
+    "schedulable",
+)
+LISTS = ("names", "labels", "taints", "card_free_bits", "promised", "alloc_rows", "schedulable_rows", "nodes")
+
+
+class Rebuilding(OnlineScheduler):
+    """The reference: every change of the node list rebuilds the table."""
+
+    def _sync_nodes(self) -> None:
+        self._nodes_changed = self._nodes_changed or self._listed
+        super()._sync_nodes()
+
+
+def same_tables(a: NodeTable, b: NodeTable) -> None:
+    for name in ARRAYS:
+        left, right = getattr(a, name), getattr(b, name)
+        assert left.shape == right.shape and left.dtype == right.dtype and np.array_equal(left, right), name
+    for name in LISTS:
+        assert getattr(a, name) == getattr(b, name), name
+    assert a.row == b.row and a.promised_total == b.promised_total
+    for row in range(len(a)):  # what scalar code reads (kept apart, refreshed when a row changes)
+        assert a.used_row(row) == b.used_row(row) and a.card_row(row) == b.card_row(row)
+
+
+join = st.tuples(st.just("join"), st.sampled_from([0, 2, 4, 8]), st.booleans())
+leave = st.tuples(st.just("leave"), st.integers(0, 30))
+gang = st.tuples(
+    st.just("gang"),
+    st.sampled_from(["a", "b"]),
+    st.integers(1, 3),
+    st.sampled_from([0, 1, 2, 4, 8]),
+    st.sampled_from([0, 10]),
+)
+running = st.tuples(st.just("running"), st.integers(0, 30), st.sampled_from(["a", "b"]))
+cycle = st.tuples(st.just("cycle"))
+op = st.one_of(  # nodes come and go with pods on them
+    join,
+    join,
+    leave,
+    leave,
+    gang,
+    gang,
+    running,
+    running,
+    cycle,
+    cycle,
+    cycle,
+    st.tuples(st.just("squeeze"), st.integers(0, 30), st.sampled_from([16, 64])),
+    st.tuples(st.just("cordon"), st.integers(0, 30), st.booleans()),
+    st.tuples(st.just("finish"), st.integers(0, 50)),
+)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(op, min_size=1, max_size=60))
+@example([("join", 8, False), ("join", 8, False), ("join", 2, False), ("running", 2, "a"), ("leave", 0), ("cycle",)])
+@example(  # a whole-card gang preempting another on a node (its cards promised to it), which then leaves
+    [
+        ("join", 8, False),
+        ("join", 2, False),
+        ("gang", "a", 1, 8, 0),
+        ("cycle",),
+        ("gang", "a", 1, 8, 10),
+        ("cycle",),
+        ("leave", 0),
+        ("cycle",),
+    ]
+)
+def test_rows_changed_in_place_hold_what_a_rebuilt_table_holds(operations: list[tuple[Any, ...]]) -> None:
+    queues = [queue("a", weight=1), queue("b", weight=2)]
+    resources = WORKLOAD_RESOURCES
+    both = [
+        OnlineScheduler([], queues, CONFIG, resources=resources),
+        Rebuilding([], queues, CONFIG, resources=resources),
+    ]
+    names: list[str] = []
+    groups: list[str] = []
+    now = 0.0
+    for made, operation in enumerate(operations):
+        kind = operation[0]
+        if kind == "join":
+            name = f"n{made}"
+            names.append(name)
+            made_node = node(name, cpu=32, gpus=operation[1], taints=[CLOUD_TAINT] if operation[2] else [])
+            for s in both:
+                s.add_nodes([made_node])
+        elif kind == "leave" and names:
+            name = names.pop(operation[1] % len(names))
+            for s in both:
+                s.remove_nodes([name])  # its pods go back to pending
+        elif kind == "squeeze" and names:
+            name = names[operation[1] % len(names)]
+            current = both[0].nodes[name]
+            allocatable = Resources({**current.allocatable, "cpu": operation[2] * 1000})
+            for s in both:
+                s.add_nodes([dataclasses.replace(current, allocatable=allocatable)])
+        elif kind == "cordon" and names:
+            for s in both:
+                s.set_schedulable(names[operation[1] % len(names)], operation[2])
+        elif kind == "gang":
+            ask = {"cpu": 1, "nvidia.com/gpu": operation[3]}
+            gang = job(f"g{made}", operation[1], operation[2], ask, priority=operation[4], created=now)
+            gang.pods[0].tolerations = (TOLERATE_CLOUD,)
+            for s in both:
+                s.add_group(gang.group, gang.pods)
+            groups.append(gang.key)
+        elif kind == "running" and names:
+            where = names[operation[1] % len(names)]
+            gang = job(f"r{made}", operation[2], 1, {"cpu": 1}, running_on=[where], phase=PodGroupPhase.RUNNING)
+            for s in both:
+                s.add_group(gang.group, gang.pods)
+            groups.append(gang.key)
+        elif kind == "finish" and groups:
+            key = groups.pop(operation[1] % len(groups))
+            for s in both:
+                s.remove_group(key)
+        elif kind == "cycle":
+            now += 1.0
+            decided = [s.cycle(now) for s in both]
+            assert decided[0] == decided[1]
+            same_tables(both[0].ssn.table, both[1].ssn.table)
+            tasks = [{key: (t.node, t.cards, t.status) for key, t in s.ssn.tasks.items()} for s in both]
+            assert tasks[0] == tasks[1]
+            indexed = []
+            for s in both:
+                running = s.ssn.running
+                assert running is not None
+                assert running.sorted_rows() == sorted(running.rows)  # kept, not sorted each time
+                rows = {row: sorted(t.key for t in on.values()) for row, on in running.rows.items()}
+                releasing = {row: sorted(t.key for t in on.values()) for row, on in running.releasing.items()}
+                indexed.append((rows, releasing, {t.key: running.where.get(id(t)) for t in s.ssn.tasks.values()}))
+            assert indexed[0] == indexed[1]
