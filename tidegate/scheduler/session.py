@@ -247,8 +247,9 @@ class Session:
         #: edited, a deserved share recomputed from demand. What reclaim's memo of refused attempts reads.
         self.quotas_moved = 0
         self._failed: dict[object, int] = {}  # shape number (or shape) -> `freed` when it found no node
-        self._explained: dict[tuple[object, ...], tuple[tuple[int, int, int], str]] = {}
-        self._explain_caches: dict[tuple[object, ...], ExplainCache] = {}
+        #: By shape number (or shape, for a task without one), as `_failed`.
+        self._explained: dict[object, tuple[tuple[int, int, int], str]] = {}
+        self._explain_caches: dict[object, ExplainCache] = {}
         self._never: dict[object, tuple[int, bool]] = {}  # shape -> (table generation, never fits)
         self._vectors: dict[Resources, IntArray] = {}
         self._requests: dict[Resources, _Request] = {}
@@ -948,11 +949,12 @@ class Session:
         if self._explain_twins is not None:
             return self._patched_explanation(task)
         state = (self.freed, len(self.table.changes), self.table.generation)
-        held = self._explained.get(task.shape)
+        shape: object = task.shape_id if task.shape_id >= 0 else task.shape
+        held = self._explained.get(shape)
         if held is not None and held[0] == state:
             return held[1]
         text = self._explain(task)
-        self._explained[task.shape] = (state, text)
+        self._explained[shape] = (state, text)
         return text
 
     def _patched_explanation(self, task: TaskInfo) -> str:
@@ -961,14 +963,15 @@ class Session:
         SCALAR_EXPLAIN_ROWS of them, every node is counted again)."""
         table = self.table
         changes = table.changes
-        cache = self._explain_caches.get(task.shape)
+        shape: object = task.shape_id if task.shape_id >= 0 else task.shape  # an int hashes for free
+        cache = self._explain_caches.get(shape)
         if (
             cache is None
             or cache.generation != table.generation
             or len(changes) - cache.seen > SCALAR_EXPLAIN_ROWS
             or cache.seen > len(changes)
         ):
-            cache = self._explain_caches[task.shape] = self._explain_cache(task)
+            cache = self._explain_caches[shape] = self._explain_cache(task)
         elif cache.seen < len(changes):
             pending = set(changes[cache.seen :]) if len(changes) - cache.seen > 1 else (changes[-1],)
             cache.seen = len(changes)

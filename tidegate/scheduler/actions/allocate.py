@@ -102,25 +102,34 @@ class Allocate:
         if len(tasks) > 1:
             tasks.sort(key=ssn.task_key)
         stmt = ssn.statement()
-        failed_shapes: set[tuple[object, ...]] = set()
+        failed_shapes: set[object] = set()  # shape numbers (or shapes), as best_node keys them
         failure = ""
+        # The last task no node took: its explanation is the failure, unless a vote's refusal comes later. It
+        # is asked for when the nodes are about to change (or after the loop), so it reads them as they were
+        # when the task found none; explanations of failures a later one replaces are not asked for.
+        unplaced: TaskInfo | None = None
         more = False
         for i, task in enumerate(tasks):
-            if failed_shapes and task.shape in failed_shapes:
+            shape: object = task.shape_id if task.shape_id >= 0 else task.shape
+            if failed_shapes and shape in failed_shapes:
                 continue
             reason = ssn.queue_not_allocatable_reason(queue, task)
             if reason:
-                failure = reason
+                failure, unplaced = reason, None
                 break
             row = ssn.best_node(task)
             if row is None:
-                failure = ssn.explain(task)
-                failed_shapes.add(task.shape)
+                unplaced = task
+                failed_shapes.add(shape)
                 continue
+            if unplaced is not None:
+                failure, unplaced = ssn.explain(unplaced), None
             stmt.allocate(task, row)
             if i + 1 < len(tasks) and ssn.job_ready(job):
                 more = True
                 break
+        if unplaced is not None:
+            failure = ssn.explain(unplaced)
         if ssn.job_ready(job):
             stmt.commit()
             job.reason = failure
