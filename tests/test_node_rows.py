@@ -1,7 +1,8 @@
 """Nodes joining and leaving a long-lived session change the node table's rows in place (`NodeTable.add_rows`,
 `remove_rows`, `Session.change_nodes`): after any history of joins, departures (pods on them or not), resizes,
-cordons, placements, evictions and departures of jobs, the table holds exactly what one rebuilt over the node
-list holds (`Session.replace_nodes`), every task is on the same node, and the two decide alike."""
+cordons, Ready flips, placements, evictions and departures of jobs, the table holds exactly what one rebuilt over
+the node list holds (`Session.replace_nodes`), every task is on the same node, the dynamic caches carried across
+say what fresh ones say, and the two decide alike."""
 
 from __future__ import annotations
 
@@ -41,10 +42,10 @@ LISTS = ("names", "labels", "taints", "card_free_bits", "promised", "alloc_rows"
 
 
 class Rebuilding(OnlineScheduler):
-    """The reference: every change of the node list rebuilds the table."""
+    """The reference: every change of the node list (resizes too) rebuilds the table."""
 
     def _sync_nodes(self) -> None:
-        self._nodes_changed = self._nodes_changed or self._listed
+        self._nodes_changed = self._nodes_changed or self._listed or bool(self._resized)
         super()._sync_nodes()
 
 
@@ -84,6 +85,7 @@ op = st.one_of(  # nodes come and go with pods on them
     cycle,
     st.tuples(st.just("squeeze"), st.integers(0, 30), st.sampled_from([16, 64])),
     st.tuples(st.just("cordon"), st.integers(0, 30), st.booleans()),
+    st.tuples(st.just("ready"), st.integers(0, 30), st.booleans()),
     st.tuples(st.just("finish"), st.integers(0, 50)),
 )
 
@@ -102,6 +104,9 @@ op = st.one_of(  # nodes come and go with pods on them
         ("leave", 0),
         ("cycle",),
     ]
+)
+@example(  # a node that fits turns not Ready: its carried dynamic results say it fits no more
+    [("join", 8, False), ("join", 8, False), ("gang", "a", 1, 1, 0), ("cycle",), ("ready", 0, False), ("cycle",)]
 )
 def test_rows_changed_in_place_hold_what_a_rebuilt_table_holds(operations: list[tuple[Any, ...]]) -> None:
     queues = [queue("a", weight=1), queue("b", weight=2)]
@@ -131,6 +136,10 @@ def test_rows_changed_in_place_hold_what_a_rebuilt_table_holds(operations: list[
             allocatable = Resources({**current.allocatable, "cpu": operation[2] * 1000})
             for s in both:
                 s.add_nodes([dataclasses.replace(current, allocatable=allocatable)])
+        elif kind == "ready" and names:  # the node's Ready condition flips: a resize of its row
+            current = both[0].nodes[names[operation[1] % len(names)]]
+            for s in both:
+                s.add_nodes([dataclasses.replace(current, ready=operation[2])])
         elif kind == "cordon" and names:
             for s in both:
                 s.set_schedulable(names[operation[1] % len(names)], operation[2])
@@ -167,3 +176,21 @@ def test_rows_changed_in_place_hold_what_a_rebuilt_table_holds(operations: list[
                 releasing = {row: sorted(t.key for t in on.values()) for row, on in running.releasing.items()}
                 indexed.append((rows, releasing, {t.key: running.where.get(id(t)) for t in s.ssn.tasks.values()}))
             assert indexed[0] == indexed[1]
+            same_dynamic_results(both[0], both[1])
+
+
+def same_dynamic_results(in_place: OnlineScheduler, rebuilt: OnlineScheduler) -> None:
+    """The dynamic caches carried across joins and departures (`Session.change_nodes`) give, once brought up
+    to date, what caches built afresh over the rebuilt table give: the same fit, the same scores where it fits."""
+    asking = {task.pod.requests: task for task in in_place.ssn.tasks.values()}
+    for request, task in asking.items():
+        if request not in in_place.ssn._dynamic:
+            continue
+        caches = [s.ssn._dynamic_cache(s.ssn.tasks[task.key]) for s in (in_place, rebuilt)]
+        for cache in caches:
+            cache.sync_arrays()
+        fit = caches[0].fit
+        assert np.array_equal(fit, caches[1].fit)
+        assert fit.tolist() == caches[0].fit_list
+        for mine, theirs in zip(caches[0].scores, caches[1].scores, strict=True):
+            assert np.array_equal(mine[fit], theirs[fit])

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
-from scheduler_builders import CAPACITY, PROPORTION, job, node, queue
+from scheduler_builders import CAPACITY, PROPORTION, job, node, queue, res
 
 from bench.simulation import replay_input
 from tidegate.model.objects import PodGroupPhase
@@ -171,3 +172,29 @@ def test_forgetting_node_states_changes_no_placement(
         monkeypatch.setattr(node_table if name == "MAX_STATES" else session, name, value)
     assert _replay_binds(inp, monkeypatch) == roomy
     assert len(roomy) == 300
+
+
+def test_a_gang_no_node_takes_keeps_the_reason_of_its_last_shape_until_a_node_takes_one() -> None:
+    """Allocate remembers a turn that placed nothing because no node took any of the gang's pod shapes
+    (`JobInfo.no_node_memo`): later turns ask those shapes again only, give the reason a full turn gives (the
+    last shape's), and place the gang once nodes take its shapes."""
+    s = online("n1", "n2")  # 32 cpu, 256Gi each
+    filler = job("filler", replicas=2, requests={"cpu": 24, "memory": "200Gi"})
+    s.add_group(filler.group, filler.pods)
+    assert len(s.cycle(1.0).binds) == 2
+    gang = job("gang", replicas=2, requests={"cpu": 16}, created=1.0)  # gang-0: 16 cpu; gang-1: 100Gi
+    pods = [gang.pods[0], dataclasses.replace(gang.pods[1], requests=res({"cpu": 1, "memory": "100Gi"}))]
+    s.add_group(gang.group, pods)
+    s.cycle(2.0)
+    first = s.pending_reason(gang.key)
+    assert first.startswith("gang: 0/2 pods fit;") and "insufficient memory" in first, first
+    small = job("small", requests={"cpu": 1})
+    s.add_group(small.group, small.pods)
+    s.cycle(3.0)
+    s.remove_group(small.key)  # capacity given back: the gang gets a turn again, and no node takes it
+    assert s.cycle(4.0).binds == [] and s.pending_reason(gang.key) == first
+    s.add_nodes([node("n3", cpu=16, memory="64Gi")])  # gang-0 fits there, gang-1 still nowhere
+    assert s.cycle(5.0).binds == []
+    assert s.pending_reason(gang.key).startswith("gang: 1/2 pods fit;")
+    s.add_nodes([node("n4", cpu=4, memory="128Gi")])
+    assert sorted(b.pod for b in s.cycle(6.0).binds) == ["default/gang-0", "default/gang-1"]

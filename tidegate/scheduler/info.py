@@ -122,6 +122,10 @@ class JobInfo:
     enqueue_blocked_raw: int = -1
     #: Bumped by every pod status change (and so every change of `allocated`): what job order reads.
     version: int = 0
+    #: `(version, pending pods, one pending pod of each shape in the turn's order)` when allocate's last turn
+    #: for the job placed nothing because no node took any of those shapes (no vote refused it): the next turn
+    #: asks only those again (`Allocate.allocate_turn`).
+    no_node_memo: tuple[int, int, list[TaskInfo]] | None = None
     #: `(version, node table generation, job key)` of the last `Session.job_key`.
     key_memo: tuple[int, int, tuple[object, ...]] | None = None
     #: `(version, reason)` of the last `Session.job_invalid_reason`.

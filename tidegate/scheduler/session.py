@@ -89,6 +89,8 @@ class DynamicCache:
     by_state: dict[int, tuple[bool, tuple[float, ...]]] = field(default_factory=dict)
     #: Rows whose lists the scalar path refreshed and the arrays do not show yet (repeats allowed).
     stale: list[int] = field(default_factory=list)
+    #: A shape asked for it since nodes last joined or left (`Session.change_nodes` carries only those).
+    asked: bool = True
 
     def __post_init__(self) -> None:
         self.slots = list(zip(self.scores, self.score_lists, strict=True))
@@ -246,6 +248,8 @@ class Session:
         #: Bumped (with `freed`) when a queue's quota may have moved other than with the node table: a queue
         #: edited, a deserved share recomputed from demand. What reclaim's memo of refused attempts reads.
         self.quotas_moved = 0
+        #: Bumped whenever some queue's allocation changes (a pod charged to it or given back).
+        self.charged = 0
         self._failed: dict[object, int] = {}  # shape number (or shape) -> `freed` when it found no node
         #: By shape number (or shape, for a task without one), as `_failed`.
         self._explained: dict[object, tuple[tuple[int, int, int], str]] = {}
@@ -799,8 +803,10 @@ class Session:
                 self._refresh_vectors(task, fit, scores, rows)
             cache = DynamicCache(fit, scores, fit.tolist(), [v.tolist() for v in scores], len(self.table.changes))
             self._dynamic[task.pod.requests] = cache
-        elif cache.seen < len(self.table.changes):
-            self._sync_dynamic(task, cache)
+        else:
+            cache.asked = True
+            if cache.seen < len(self.table.changes):
+                self._sync_dynamic(task, cache)
         return cache
 
     def _sync_dynamic(self, task: TaskInfo, cache: DynamicCache) -> None:
@@ -1073,6 +1079,7 @@ class Session:
 
     # -- state changes (called by Statement) -------------------------------------------------------
     def _charge_queue(self, job: JobInfo, request: IntArray, sign: int) -> None:
+        self.charged += 1
         if sign == -1:  # in place, no negated copy: the same integers
             job.allocated -= request
             job.queue.allocated -= request
@@ -1094,6 +1101,7 @@ class Session:
         task.node, task.cards = row, cards
         job.set_status(task, status)
         job.allocated += request  # _charge_queue(job, request, 1), inline: once per placement
+        self.charged += 1
         queue = job.queue
         queue.allocated += request
         for ancestor in queue.ancestors:
@@ -1259,10 +1267,17 @@ class Session:
 
     def resize_nodes(self, nodes: Sequence[Node]) -> None:
         """Take nodes whose allocatable or schedulability changed and nothing else (`NodeTable.resizes`), as
-        `replace_nodes` would, without rebuilding the table: what is placed on them stays where it is."""
+        `replace_nodes` would, without rebuilding the table: what is placed on them stays where it is, and the
+        dynamic caches are kept, their rows refreshed (`_carried_dynamic`)."""
+        table = self.table
+        refresh = {row for cache in self._dynamic.values() for row in table.changes[cache.seen :]}
         for node in nodes:
-            self.table.resize(node)
+            table.resize(node)
+            refresh.add(table.row[node.name])
+        table.changes[:] = sorted(refresh)
+        carried = self._carried_dynamic(list(range(len(table))), 0, table.changes)
         self._forget_node_caches()
+        self._dynamic = carried
 
     def _schedulable_total(self) -> IntArray:
         """What the schedulable nodes offer together (pods are no quota resource)."""
@@ -1288,6 +1303,9 @@ class Session:
         order), the joining ones appended. A task on a leaving node goes back to Pending as there."""
         table = self.table
         gone = {table.row[name] for name in leaving}
+        # Rows the dynamic caches have not folded in yet: they are refreshed at their new place.
+        behind = {row for cache in self._dynamic.values() for row in table.changes[cache.seen :]}
+        moved = list(range(len(table)))
         if gone:
             for task in self.tasks.values():
                 if task.node in gone:
@@ -1298,15 +1316,41 @@ class Session:
                     task.node = moved[task.node]
             if self.running is not None:
                 self.running.renumber(moved)
+        kept = len(table)
         table.add_rows(joining)
         for node in resized:
             table.resize(node)
         if not gone and not joining and not resized:
             table.new_generation()  # as replace_nodes builds the table again over the same nodes
-        table.changes.clear()
+        refresh = {moved[row] for row in behind if moved[row] >= 0}
+        refresh.update(range(kept, len(table)))
+        refresh.update(table.row[node.name] for node in resized)
+        table.changes[:] = sorted(refresh)
         self.label_index = LabelIndex(table.labels)
         self.taint_index = TaintIndex(table.taints)
+        carried = self._carried_dynamic(moved, len(table) - kept, table.changes)
         self._forget_node_caches()
+        self._dynamic = carried
+
+    def _carried_dynamic(self, moved: list[int], joined: int, refresh: list[int]) -> dict[Resources, DynamicCache]:
+        """The dynamic caches shapes asked for since nodes last changed, with the rows of nodes that left taken
+        out and those that joined added. Dynamic filters and scores read only the request and the node's own
+        row (that is what lets them be refreshed row by row), so a node that stays keeps its results; the rows
+        to `refresh` (the joining, the resized, and those a cache had not folded in yet: `NodeTable.changes`)
+        fit nowhere until they are, when next asked, as in a new cache (which leaves unschedulable rows so)."""
+        keep = np.array([row for row, to in enumerate(moved) if to >= 0], dtype=np.int64)
+        carried: dict[Resources, DynamicCache] = {}
+        for request, cache in self._dynamic.items():
+            if not cache.asked:
+                continue
+            cache.sync_arrays()
+            fit = np.concatenate([cache.fit[keep], np.zeros(joined, dtype=bool)])
+            fit[refresh] = False
+            scores = [np.concatenate([vector[keep], np.zeros(joined, dtype=np.float64)]) for vector in cache.scores]
+            carried[request] = DynamicCache(
+                fit, scores, fit.tolist(), [vector.tolist() for vector in scores], 0, asked=False
+            )
+        return carried
 
     def _lose_node(self, task: TaskInfo) -> None:
         """The task's node is gone: it holds nothing any more and is pending again (callers normally restart its

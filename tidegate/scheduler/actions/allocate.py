@@ -98,11 +98,20 @@ class Allocate:
 
     def allocate_turn(self, ssn: Session, queue: QueueInfo, job: JobInfo) -> bool:
         """Place the job's pods; True when it is ready and still has pods to place (goes back in line)."""
+        memo = job.no_node_memo
+        if memo is not None and memo[0] == job.version and memo[1] == job.counts[TaskStatus.PENDING]:
+            tried = memo[2]
+            if not any(
+                ssn.queue_not_allocatable_reason(queue, task) or ssn.best_node(task) is not None for task in tried
+            ):
+                return self._no_node(ssn, job, tried)
+        job.no_node_memo = None
         tasks = job.pending_tasks()
         if len(tasks) > 1:
             tasks.sort(key=ssn.task_key)
         stmt = ssn.statement()
         failed_shapes: set[object] = set()  # shape numbers (or shapes), as best_node keys them
+        shapes: list[TaskInfo] = []  # the first task of each of them
         failure = ""
         # The last task no node took: its explanation is the failure, unless a vote's refusal comes later. It
         # is asked for when the nodes are about to change (or after the loop), so it reads them as they were
@@ -121,6 +130,7 @@ class Allocate:
             if row is None:
                 unplaced = task
                 failed_shapes.add(shape)
+                shapes.append(task)
                 continue
             if unplaced is not None:
                 failure, unplaced = ssn.explain(unplaced), None
@@ -129,6 +139,9 @@ class Allocate:
                 more = True
                 break
         if unplaced is not None:
+            if not stmt.ops:  # no vote refused, and no node took any shape: so it stays while they fit nowhere
+                job.no_node_memo = (job.version, job.counts[TaskStatus.PENDING], shapes)
+                return self._no_node(ssn, job, shapes)
             failure = ssn.explain(unplaced)
         if ssn.job_ready(job):
             stmt.commit()
@@ -141,6 +154,19 @@ class Allocate:
         job.reason = self._gang_reason(job, placed, failure)
         job.blocked_at = ssn.freed
         if all(ssn.never_fits(task) for task in tasks):
+            job.hopeless_at = (ssn.table.generation, job.counts[TaskStatus.PENDING])
+        return False
+
+    def _no_node(self, ssn: Session, job: JobInfo, shapes: list[TaskInfo]) -> bool:
+        """The end of a turn that placed nothing because no node takes any of the job's pod shapes (one pending
+        task of each, in the order the turn tried them): the last one's explanation is the reason."""
+        failure = ssn.explain(shapes[-1])
+        job.blocked_at = ssn.freed
+        if ssn.job_ready(job):
+            job.reason = failure
+            return False
+        job.reason = self._gang_reason(job, job.ready_num, failure)
+        if all(ssn.never_fits(task) for task in shapes):
             job.hopeless_at = (ssn.table.generation, job.counts[TaskStatus.PENDING])
         return False
 

@@ -87,6 +87,9 @@ class CapacityPlugin(Plugin):
             }
             #: Per queue, the queue then its ancestors (`_chain`), made when first asked.
             self._chains: dict[str, list[QueueInfo]] = {}
+            #: `_allocatable`'s answers by (queue, pod shape number), with `Session.charged` when given: they
+            #: hold while no queue's allocation changes (the quotas are these inputs').
+            self._allocatable_memo: dict[tuple[str, int], tuple[int, Refusal | None]] = {}
             self._inputs = inputs
         self._pods_col = ssn.index.col[PODS]
         #: GPU card resources count as one when a victim's request is matched against the reclaimer's: whole
@@ -182,6 +185,19 @@ class CapacityPlugin(Plugin):
         return Refusal(message, RefusalCode.NOT_A_LEAF)
 
     def _allocatable(self, queue: QueueInfo, task: TaskInfo) -> Refusal | None:
+        """Whether the queue may take the pod now (Volcano's allocatable: open, a leaf, within its real
+        capability at every level), asked again only once some queue's allocation changed."""
+        if task.shape_id < 0:
+            return self._allocatable_now(queue, task)
+        key, charged = (queue.name, task.shape_id), self.ssn.charged
+        held = self._allocatable_memo.get(key)
+        if held is not None and held[0] == charged:
+            return held[1]
+        found = self._allocatable_now(queue, task)
+        self._allocatable_memo[key] = (charged, found)
+        return found
+
+    def _allocatable_now(self, queue: QueueInfo, task: TaskInfo) -> Refusal | None:
         if queue.queue.state is not QueueState.OPEN:
             return Refusal(f"queue {queue.name} is {queue.queue.state.value}", RefusalCode.QUEUE_NOT_OPEN)
         if reason := self._detached_reason(queue):
