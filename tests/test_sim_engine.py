@@ -607,3 +607,22 @@ def test_preferred_node_affinity_with_no_node_at_all_places_nothing_and_does_not
     gang = sb.job("j", affinity=sb.preferred((10, [sb.req("zone", "Exists")])))
     decisions = schedule(Snapshot(nodes=[], queues=[sb.queue("default")], groups=[gang.group], pods=list(gang.pods)))
     assert decisions.binds == [] and [g.group for g in decisions.groups] == ["default/j"]
+
+
+def test_a_job_placed_before_its_overflow_deadline_asks_for_no_cycle_then(tmp_path: Path) -> None:
+    # Each arrival that may overflow sets a wake-up for when it has waited `afterSeconds` (300 s), so overflow
+    # sees it then; a job placed at once is running by that time, and its wake-up asks for no cycle.
+    rows = [f"j{i},u,vc1,1,4,1,COMPLETED,{i * 1000},{i * 1000},0,5000,0" for i in range(3)]
+    folder = write_sim(tmp_path / "sim", "\n".join(rows) + "\n", ["burst"])
+    sim, _ = build_simulation(load_simulation([str(folder)]), "s", "burst")
+    cycles: list[float] = []
+    scheduled = sim._cycle
+
+    def counted() -> None:
+        cycles.append(sim.clock.now())
+        scheduled()
+
+    sim._cycle = counted  # type: ignore[method-assign]
+    sim.run()
+    assert all(job.started == job.submitted for job in sim.jobs)
+    assert cycles and not [at for at in cycles if at % 1000 == 300]

@@ -325,16 +325,22 @@ class Simulation:
 
     def _arrive(self, job: SimJob) -> None:
         job.queued_since = self.clock.now()
-        self._submit(job)
+        key = self._submit(job)
         self._demand(job.gpus)
         self._want_cycle()
         burst = self.scenario.burst
         if burst.enabled and not job.pinned and job.queue != burst.queue:
             # wake the scheduler when the job has waited long enough to overflow
             deadline = job.pending_since + burst.after_seconds  # its wait starts again after a restart
-            self.clock.call_at(deadline, self._want_cycle, PRIORITY_CYCLE)
+            self.clock.call_at(deadline, partial(self._overflow_due, key), PRIORITY_CYCLE)
 
-    def _submit(self, job: SimJob) -> None:
+    def _overflow_due(self, key: str) -> None:
+        """A job has waited long enough to overflow: a cycle, for overflow to move it, if it still waits where
+        it may (a job placed, gone, or moved by then, or restarted as another group, asks for none)."""
+        if key in self._burstable:
+            self._want_cycle()
+
+    def _submit(self, job: SimJob) -> str:
         overflow = self.fleet.overflow
         if overflow is not None:  # a job restarted into the burst queue while every link is cut goes home
             job.queue = overflow.queue_for(job.name, job.queue, job.home_queue)
@@ -348,6 +354,7 @@ class Simulation:
         self.group_pods[group_key] = pod_keys = [pod.key for pod in pods]
         for key in pod_keys:
             self.pod_group[key] = group_key
+        return group_key
 
     def _pend(self, group_key: str, job: SimJob) -> None:
         """The job waits for placement: in `pending` and, unless pinned, among its queue's waits."""
