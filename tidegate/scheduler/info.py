@@ -94,6 +94,12 @@ class TaskInfo:
         return self.pod.key
 
     @property
+    def shape_key(self) -> object:
+        """What per-shape memos key the task by: its shape's number when the session gave it one (an int
+        hashes for free; the shape, a tuple of dataclasses, is hashed afresh each time), else the shape."""
+        return self.shape_id if self.shape_id >= 0 else self.shape
+
+    @property
     def priority(self) -> int:
         return self.pod.priority
 

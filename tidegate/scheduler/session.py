@@ -880,7 +880,7 @@ class Session:
 
         A shape that found no node stays without one until some capacity is freed (placements only
         take capacity away), so a saturated cluster answers its long queue in O(1) a job."""
-        shape: object = task.shape_id if task.shape_id >= 0 else task.shape  # an int hashes for free
+        shape = task.shape_key
         if self._failed.get(shape) == self.freed:
             return None
         total = self._shape_cache(task).total
@@ -900,7 +900,7 @@ class Session:
         """No node could take the task even empty: each one fails a static filter (labels, taints,
         cordon) or has less allocatable than the task asks. Freeing capacity cannot change that; only a
         new node list can."""
-        shape: object = task.shape_id if task.shape_id >= 0 else task.shape
+        shape = task.shape_key
         generation = self.table.generation
         held = self._never.get(shape)
         if held is None or held[0] != generation:
@@ -955,7 +955,7 @@ class Session:
         if self._explain_twins is not None:
             return self._patched_explanation(task)
         state = (self.freed, len(self.table.changes), self.table.generation)
-        shape: object = task.shape_id if task.shape_id >= 0 else task.shape
+        shape = task.shape_key
         held = self._explained.get(shape)
         if held is not None and held[0] == state:
             return held[1]
@@ -969,7 +969,7 @@ class Session:
         SCALAR_EXPLAIN_ROWS of them, every node is counted again)."""
         table = self.table
         changes = table.changes
-        shape: object = task.shape_id if task.shape_id >= 0 else task.shape  # an int hashes for free
+        shape = task.shape_key
         cache = self._explain_caches.get(shape)
         if (
             cache is None
@@ -1270,7 +1270,7 @@ class Session:
         `replace_nodes` would, without rebuilding the table: what is placed on them stays where it is, and the
         dynamic caches are kept, their rows refreshed (`_carried_dynamic`)."""
         table = self.table
-        refresh = {row for cache in self._dynamic.values() for row in table.changes[cache.seen :]}
+        refresh = self._rows_behind()
         for node in nodes:
             table.resize(node)
             refresh.add(table.row[node.name])
@@ -1303,8 +1303,7 @@ class Session:
         order), the joining ones appended. A task on a leaving node goes back to Pending as there."""
         table = self.table
         gone = {table.row[name] for name in leaving}
-        # Rows the dynamic caches have not folded in yet: they are refreshed at their new place.
-        behind = {row for cache in self._dynamic.values() for row in table.changes[cache.seen :]}
+        behind = self._rows_behind()  # refreshed at their new place
         moved = list(range(len(table)))
         if gone:
             for task in self.tasks.values():
@@ -1331,6 +1330,11 @@ class Session:
         carried = self._carried_dynamic(moved, len(table) - kept, table.changes)
         self._forget_node_caches()
         self._dynamic = carried
+
+    def _rows_behind(self) -> set[int]:
+        """The rows some dynamic cache has not folded in yet (`NodeTable.changes` past its `seen`)."""
+        changes = self.table.changes
+        return {row for cache in self._dynamic.values() for row in changes[cache.seen :]}
 
     def _carried_dynamic(self, moved: list[int], joined: int, refresh: list[int]) -> dict[Resources, DynamicCache]:
         """The dynamic caches shapes asked for since nodes last changed, with the rows of nodes that left taken

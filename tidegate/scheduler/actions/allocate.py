@@ -119,7 +119,7 @@ class Allocate:
         unplaced: TaskInfo | None = None
         more = False
         for i, task in enumerate(tasks):
-            shape: object = task.shape_id if task.shape_id >= 0 else task.shape
+            shape = task.shape_key
             if failed_shapes and shape in failed_shapes:
                 continue
             reason = ssn.queue_not_allocatable_reason(queue, task)
