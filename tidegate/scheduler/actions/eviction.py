@@ -253,7 +253,7 @@ class EvictionAction(ABC):
     def attempt_key(self, task: TaskInfo) -> tuple[object, ...]:
         """What an attempt for `task` depends on besides the cluster state: attempts with equal keys in
         the same state end alike (the task's job by default)."""
-        return (id(task.job), task.shape, task.priority)
+        return (id(task.job), task.shape_key, task.priority)
 
     #: Its victims may be pods of the starving job's own queue (preempt): another job's committed evictions
     #: may then change a job of the queue, so a job its votes refused is looked at again at its turn.
@@ -268,7 +268,7 @@ class EvictionAction(ABC):
         # Those of them refused by the queue's votes alone, having read no node or victim.
         refused: set[tuple[object, ...]] = set()
         name = self.name
-        for queue in ssn.in_queue_order(ssn.queues.values()):
+        for queue in ssn.in_queue_order(q for q in ssn.queues.values() if q.jobs):  # others starve no one
             if self.skip_queue(ssn, queue):
                 continue
             # A job the votes refused stays refused while what they read holds; with victims only in other

@@ -20,7 +20,7 @@ class Reclaim(EvictionAction):
         return ssn.queue_may_reclaim(queue, task)
 
     def attempt_key(self, task: TaskInfo) -> tuple[object, ...]:
-        return (task.job.queue.name, task.shape, task.job.priority, task.priority)
+        return (task.job.queue.name, task.shape_key, task.job.priority, task.priority)
 
     def eligible(self, queue: QueueInfo, task: TaskInfo, victim: TaskInfo) -> bool:
         return victim.job.queue is not queue and victim.job.queue.queue.reclaimable
