@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import gc
+import hashlib
 import random
 import signal
 from pathlib import Path
@@ -176,6 +177,22 @@ def test_scenarios_in_parallel_processes_give_the_same_figures(tmp_path: Path) -
 # t=1,000 and reclaims prod's deserved 4 GPUs: a is evicted at 1,000 and b binds at the next cycle
 # (1,001), when a's pods are gone; a waits for b to finish (1,501) and starts again.
 RECLAIMED = "a,u,vc1,8,8,1,COMPLETED,0,0,5000,5000,0\nb,u,vc2,4,4,1,COMPLETED,1000,1000,1500,500,0\n"
+
+
+def test_the_placements_digest_hashes_each_start_and_eviction_in_order(tmp_path: Path) -> None:
+    # The reclaim story above: a starts at 0, is evicted at 1,000, b starts at 1,001, a again at 1,501 (its
+    # second attempt's group). The digest is of these lines (time, group, nodes; or evicted), in this order.
+    (result,) = run_simulation(load_simulation([str(write_reclaim_sim(tmp_path / "sim", RECLAIMED, 600.0))]))
+    lines = [
+        "0.0 default/a idc-a100-0\n",
+        "1000.0 default/a evicted\n",
+        "1001.0 default/b idc-a100-0\n",
+        "1501.0 default/a-r1 idc-a100-0\n",
+    ]
+    digest = hashlib.blake2b(digest_size=8)
+    for line in lines:
+        digest.update(line.encode())
+    assert result.summary["placements_digest"] == digest.hexdigest()
 
 
 @pytest.mark.parametrize(

@@ -17,7 +17,7 @@ from tidegate.fleet.links import Links
 from tidegate.fleet.pool import CLOUD_TOLERATION, PREFER_IDC
 from tidegate.fleet.port import BurstHost, EventKind, WaitingJob
 from tidegate.model.objects import Pod
-from tidegate.scheduler.refusal import RefusalCode, refusal_code
+from tidegate.scheduler.refusal import Refusal, RefusalCode
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,22 +49,33 @@ class Overflow:
 
     def after_cycle(self, now: float) -> float:
         """Move the waiting jobs the rule says to the burst queue; returns when the next job that may move will
-        have waited long enough (inf: none)."""
+        have waited long enough (inf: none).
+
+        This runs after every cycle over every waiting job outside the burst queue, so `Burst.may_move` and
+        `Burst.moves` are inlined here (same tests, same order; tests/test_burst_rule.py holds the two to
+        each other): a job's reason is asked only when its wait alone does not move it, and its code read
+        without a call."""
         if self.links.blocks_burst:
             return math.inf
-        host, burst = self.host, self.burst
+        host = self.host
+        queue, after = self.burst.queue, self.burst.after_seconds
+        reason = host.reason
         soonest = math.inf
         moved = False
-        for job in list(host.waiting(outside=burst.queue)):
-            if not burst.may_move(job):
-                continue
-            if not burst.moves(job, now - job.since, refusal_code(host.reason(job.key))):
-                soonest = min(soonest, job.since + burst.after_seconds)
-                continue
-            if not host.admits(burst.queue, job.namespace):
+        for job in list(host.waiting(outside=queue)):
+            if job.pinned or job.queue == queue or not job.has_pods or job.part_running:
+                continue  # not Burst.may_move
+            if now - job.since < after:
+                why = reason(job.key)
+                if not (isinstance(why, Refusal) and why.code is RefusalCode.AT_CAPABILITY):
+                    due = job.since + after  # not Burst.moves: it may when it has waited `after`
+                    if due < soonest:
+                        soonest = due
+                    continue
+            if not host.admits(queue, job.namespace):
                 continue  # no burst queue (yet), or one that does not take this namespace's work
-            host.move(job.key, burst.queue)
-            host.record(f"overflowed from {job.home} to {burst.queue}", EventKind.OVERFLOW, job.key)
+            host.move(job.key, queue)
+            host.record(f"overflowed from {job.home} to {queue}", EventKind.OVERFLOW, job.key)
             moved = True
         if moved:
             host.want_cycle()

@@ -51,7 +51,7 @@ class Links:
     @property
     def blocks_burst(self) -> bool:
         """Every cloud's link is down: nothing can burst."""
-        return bool(self.clouds) and all(cloud in self.down for cloud in self.clouds)
+        return bool(self.down) and bool(self.clouds) and all(cloud in self.down for cloud in self.clouds)
 
     def joined(self, pool: Pool, node: str) -> None:
         """A node joining while its cloud is cut off joins cordoned."""

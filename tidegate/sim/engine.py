@@ -220,6 +220,8 @@ class Simulation:
         self._wake_at: float | None = None
         self._placements = hashlib.blake2b(digest_size=8)  # every start and eviction: see Outcome
         self.links: dict[str, Link] = {}
+        #: Each link's rate and transfer-count levels, looked up once (`_meter_link`: every transfer's start and end).
+        self._link_levels: dict[str, tuple[Level, Level]] = {}
         self.data = self._data_gravity(pools, data) if data is not None and scenario.data_gravity.enabled else None
         burst = scenario.burst.enabled
         self._cloud = [p for p in pools if p.is_cloud]
@@ -820,9 +822,14 @@ class Simulation:
         if not self.links and not (caches and reads_data):
             return None
 
+        wheres: dict[str, Where] = {}  # one (immutable) Where a pool: asked several times a placement and checkpoint
+
         def where(node: str) -> Where:
             pool = self.node_pool[node]
-            return Where(pool.cluster_name, pool.is_cloud)
+            at = wheres.get(pool.name)
+            if at is None:
+                at = wheres[pool.name] = Where(pool.cluster_name, pool.is_cloud)
+            return at
 
         return DataGravity(
             self.clock,
@@ -838,8 +845,14 @@ class Simulation:
         )
 
     def _meter_link(self, cluster: str, rate: float, transfers: int, now: float) -> None:
-        self.meter[f"link_rate/{cluster}"].set(rate, now)
-        self.meter[f"link_transfers/{cluster}"].set(transfers, now)
+        levels = self._link_levels.get(cluster)
+        if levels is None:  # created on the link's first change, in this order, as before they were kept
+            levels = self._link_levels[cluster] = (
+                self.meter[f"link_rate/{cluster}"],
+                self.meter[f"link_transfers/{cluster}"],
+            )
+        levels[0].set(rate, now)
+        levels[1].set(transfers, now)
 
     def outcome(self) -> Outcome:
         changes = self.fleet.budget.changes if self.fleet.budget else 0

@@ -71,7 +71,7 @@ class Checkpoints:
     timer: Timer | None = None
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class Where:
     """Where a node is: its cluster, and whether it is a cloud node."""
 

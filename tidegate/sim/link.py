@@ -30,9 +30,22 @@ def max_min_fair(caps: Sequence[float], capacity: float) -> list[float]:
     With caps (8, 8) on a capacity of 10 both get 5; with caps (2, 8) the first gets 2 and the second
     the 8 left. Ties are broken by position, so the result is deterministic.
     """
-    rates = [0.0] * len(caps)
-    left, count = max(capacity, 0.0), len(caps)
-    for i in sorted(range(len(caps)), key=lambda i: caps[i]):
+    count = len(caps)
+    left = max(capacity, 0.0)
+    if count and caps.count(caps[0]) == count:
+        # One cap for all (every transfer over a cluster's link has the pod's cap): the sort is the identity,
+        # and the same arithmetic runs without it (min(cap, share) is cap unless share < cap).
+        cap = caps[0]
+        out = []
+        for _ in range(count):
+            share = left / count
+            rate = share if share < cap else cap
+            out.append(rate)
+            left -= rate
+            count -= 1
+        return out
+    rates = [0.0] * count
+    for i in sorted(range(count), key=caps.__getitem__):
         rate = min(caps[i], left / count)
         rates[i] = rate
         left -= rate
