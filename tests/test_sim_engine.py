@@ -643,3 +643,30 @@ def test_a_job_placed_before_its_overflow_deadline_asks_for_no_cycle_then(tmp_pa
     sim.run()
     assert all(job.started == job.submitted for job in sim.jobs)
     assert cycles and not [at for at in cycles if at % 1000 == 300]
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_overflow_wake_ups_left_out_for_placed_jobs_change_no_decision(tmp_path: Path, seed: int) -> None:
+    # Against the engine that asks for a cycle at every arrival's overflow deadline: the same placements (the
+    # digest of every start and eviction), the same overflows, with fewer cycles. Random jobs on the one-node
+    # IDC, many waiting long enough to overflow to the cloud pool.
+    rng = random.Random(seed)
+    rows = []
+    at = 0
+    for i in range(60):
+        at += rng.randrange(400)
+        gpus = rng.choice([1, 2, 4, 8])
+        rows.append(f"j{i},u,vc1,{gpus},4,1,COMPLETED,{at},{at},0,{rng.randrange(60, 3000)},0")
+    folder = write_sim(tmp_path / "sim", "\n".join(rows) + "\n", ["burst"])
+    inp = load_simulation([str(folder)])
+    runs = []
+    for every_deadline in (False, True):
+        sim, _ = build_simulation(inp, "s", "burst")
+        if every_deadline:
+            sim._overflow_due = lambda key, sim=sim: sim._want_cycle()  # type: ignore[method-assign]
+        sim.run()
+        overflowed = sorted(job.name for job in sim.jobs if job.queue != job.home_queue)
+        runs.append((sim.outcome().placements_digest, overflowed, sim.clock.events_run))
+    (digest, overflowed, events), (every_digest, every_overflowed, every_events) = runs
+    assert overflowed and digest == every_digest and overflowed == every_overflowed
+    assert events < every_events
