@@ -6,7 +6,7 @@ import dataclasses
 from pathlib import Path
 
 import pytest
-from scheduler_builders import CAPACITY, PROPORTION, job, node, queue, res
+from scheduler_builders import CAPACITY, PROPORTION, conf, job, node, queue, res
 
 from bench.simulation import replay_input
 from tidegate.model.objects import PodGroupPhase
@@ -198,3 +198,61 @@ def test_a_gang_no_node_takes_keeps_the_reason_of_its_last_shape_until_a_node_ta
     assert s.pending_reason(gang.key).startswith("gang: 1/2 pods fit;")
     s.add_nodes([node("n4", cpu=4, memory="128Gi")])
     assert sorted(b.pod for b in s.cycle(6.0).binds) == ["default/gang-0", "default/gang-1"]
+
+
+def test_a_remembered_turn_writes_its_reason_again_over_what_another_check_wrote() -> None:
+    """A remembered no-node turn that would write what it wrote last leaves the reason alone
+    (`JobInfo.no_node_said`), unless something else wrote over it meanwhile: here the queue stopped taking the
+    job's namespace for a cycle."""
+    s = OnlineScheduler([node("n1", cpu=32)], [queue("default"), queue("other")], PROPORTION, report_waiting=False)
+    filler = job("filler", queue="other", requests={"cpu": 32})  # n1 full, default within its share
+    s.add_group(filler.group, filler.pods)
+    s.cycle(1.0)
+    waiting = job("waiting", requests={"cpu": 16}, created=1.0)
+    s.add_group(waiting.group, waiting.pods)
+    s.cycle(2.0)
+    no_node = s.pending_reason(waiting.key)
+    assert "insufficient cpu" in no_node
+    spec = s.ssn.queues["default"].queue
+    s.set_queue(dataclasses.replace(spec, namespaces=("elsewhere",)))
+    s.cycle(3.0)
+    assert "namespace(s) elsewhere only" in s.pending_reason(waiting.key)
+    s.set_queue(spec)
+    s.cycle(4.0)
+    assert s.pending_reason(waiting.key) == no_node
+
+
+def test_a_remembered_turn_writes_its_reason_again_when_the_gang_lost_a_pod() -> None:
+    """The same explanation, but the job changed (one of its running pods failed): the gang's reason says so."""
+    no_quota = conf("allocate", "gang", "predicates")  # no quota vote: only nodes stop the gang's pods
+    s = OnlineScheduler([node("n1", cpu=32)], [queue("default")], no_quota, report_waiting=False)
+    gang = job("gang", replicas=3, min_member=2, requests={"cpu": 16})
+    big = dataclasses.replace(gang.pods[2], requests=res({"cpu": 24}))  # never beside a 16-cpu pod
+    s.add_group(gang.group, [*gang.pods[:2], big])
+    assert len(s.cycle(1.0).binds) == 2
+    alone = s.pending_reason(gang.key)
+    assert alone.startswith("0/1 nodes:")  # ready with two pods: the third's explanation alone
+    s.finish_pod("default/gang-0", succeeded=False)
+    s.cycle(2.0)
+    assert s.pending_reason(gang.key) == f"gang: 1/2 pods fit; {alone}"
+
+
+def test_a_remembered_turn_writes_its_reason_again_when_the_explanation_changed() -> None:
+    """The same job, the same shapes fitting nowhere, but the nodes now fail it for another reason."""
+    no_quota = conf("allocate", "gang", "predicates")
+    s = OnlineScheduler([node("n1", cpu=32), node("n2", cpu=32)], [queue("default")], no_quota, report_waiting=False)
+    cpu_hog = job("cpu-hog", requests={"cpu": 32}, running_on=["n1"], phase=PodGroupPhase.RUNNING)
+    memory_hog = job(
+        "memory-hog", requests={"cpu": 1, "memory": "200Gi"}, running_on=["n2"], phase=PodGroupPhase.RUNNING
+    )
+    for hog in (cpu_hog, memory_hog):
+        s.add_group(hog.group, hog.pods)
+    waiting = job("waiting", requests={"cpu": 24, "memory": "100Gi"}, created=1.0)
+    s.add_group(waiting.group, waiting.pods)
+    s.cycle(1.0)
+    assert s.pending_reason(waiting.key) == "0/2 nodes: 1 insufficient cpu, 1 insufficient memory"
+    s.remove_group(memory_hog.key)
+    half = job("half", requests={"cpu": 16}, running_on=["n2"], phase=PodGroupPhase.RUNNING)
+    s.add_group(half.group, half.pods)
+    assert s.cycle(2.0).binds == []
+    assert s.pending_reason(waiting.key) == "0/2 nodes: 2 insufficient cpu"

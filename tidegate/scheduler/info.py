@@ -132,6 +132,9 @@ class JobInfo:
     #: for the job placed nothing because no node took any of those shapes (no vote refused it): the next turn
     #: asks only those again (`Allocate.allocate_turn`).
     no_node_memo: tuple[int, int, list[TaskInfo]] | None = None
+    #: `(version, explanation, reason written)` of the last such turn's end: while they hold, the next one
+    #: writes the same (`Allocate._no_node`).
+    no_node_said: tuple[int, str, str] | None = None
     #: `(version, node table generation, job key)` of the last `Session.job_key`.
     key_memo: tuple[int, int, tuple[object, ...]] | None = None
     #: `(version, reason)` of the last `Session.job_invalid_reason`.

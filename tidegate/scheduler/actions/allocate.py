@@ -162,12 +162,18 @@ class Allocate:
         task of each, in the order the turn tried them): the last one's explanation is the reason."""
         failure = ssn.explain(shapes[-1])
         job.blocked_at = ssn.freed
+        # The explanation is the very text object while nothing it counts changed (a new node table makes
+        # a new one); the job's version holds whether it is ready and how many of its pods run.
+        said = job.no_node_said
+        if said is not None and said[1] is failure and said[0] == job.version and job.reason is said[2]:
+            return False  # the last such end wrote just this, and nothing wrote over it since
         if ssn.job_ready(job):
             job.reason = failure
-            return False
-        job.reason = self._gang_reason(job, job.ready_num, failure)
-        if all(ssn.never_fits(task) for task in shapes):
-            job.hopeless_at = (ssn.table.generation, job.counts[TaskStatus.PENDING])
+        else:
+            job.reason = self._gang_reason(job, job.ready_num, failure)
+            if all(ssn.never_fits(task) for task in shapes):
+                job.hopeless_at = (ssn.table.generation, job.counts[TaskStatus.PENDING])
+        job.no_node_said = (job.version, failure, job.reason)
         return False
 
     @staticmethod
