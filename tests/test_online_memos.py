@@ -19,6 +19,9 @@ from tidegate.scheduler.snapshot import Decisions
 from tidegate.sim.loader import SimulationInput
 from tidegate.sim.run import run_simulation
 
+#: No quota vote: only nodes stop a job's pods.
+NO_QUOTA = conf("allocate", "gang", "predicates")
+
 
 def online(*names: str) -> OnlineScheduler:
     return OnlineScheduler([node(n, cpu=32) for n in names], [queue("default")], PROPORTION, report_waiting=False)
@@ -224,8 +227,7 @@ def test_a_remembered_turn_writes_its_reason_again_over_what_another_check_wrote
 
 def test_a_remembered_turn_writes_its_reason_again_when_the_gang_lost_a_pod() -> None:
     """The same explanation, but the job changed (one of its running pods failed): the gang's reason says so."""
-    no_quota = conf("allocate", "gang", "predicates")  # no quota vote: only nodes stop the gang's pods
-    s = OnlineScheduler([node("n1", cpu=32)], [queue("default")], no_quota, report_waiting=False)
+    s = OnlineScheduler([node("n1", cpu=32)], [queue("default")], NO_QUOTA, report_waiting=False)
     gang = job("gang", replicas=3, min_member=2, requests={"cpu": 16})
     big = dataclasses.replace(gang.pods[2], requests=res({"cpu": 24}))  # never beside a 16-cpu pod
     s.add_group(gang.group, [*gang.pods[:2], big])
@@ -239,8 +241,7 @@ def test_a_remembered_turn_writes_its_reason_again_when_the_gang_lost_a_pod() ->
 
 def test_a_remembered_turn_writes_its_reason_again_when_the_explanation_changed() -> None:
     """The same job, the same shapes fitting nowhere, but the nodes now fail it for another reason."""
-    no_quota = conf("allocate", "gang", "predicates")
-    s = OnlineScheduler([node("n1", cpu=32), node("n2", cpu=32)], [queue("default")], no_quota, report_waiting=False)
+    s = OnlineScheduler([node("n1", cpu=32), node("n2", cpu=32)], [queue("default")], NO_QUOTA, report_waiting=False)
     cpu_hog = job("cpu-hog", requests={"cpu": 32}, running_on=["n1"], phase=PodGroupPhase.RUNNING)
     memory_hog = job(
         "memory-hog", requests={"cpu": 1, "memory": "200Gi"}, running_on=["n2"], phase=PodGroupPhase.RUNNING
