@@ -128,10 +128,10 @@ class JobInfo:
     enqueue_blocked_raw: int = -1
     #: Bumped by every pod status change (and so every change of `allocated`): what job order reads.
     version: int = 0
-    #: `(version, pending pods, one pending pod of each shape in the turn's order)` when allocate's last turn
-    #: for the job placed nothing because no node took any of those shapes (no vote refused it): the next turn
-    #: asks only those again (`Allocate.allocate_turn`).
-    no_node_memo: tuple[int, int, list[TaskInfo]] | None = None
+    #: `(version, pending pods, one pending pod of each shape in the turn's order, their shape keys)` when
+    #: allocate's last turn for the job placed nothing because no node took any of those shapes (no vote
+    #: refused it): the next turn asks only those again (`Allocate.allocate_turn`).
+    no_node_memo: tuple[int, int, list[TaskInfo], tuple[object, ...]] | None = None
     #: `(version, explanation, reason written)` of the last such turn's end: while they hold, the next one
     #: writes the same (`Allocate._no_node`).
     no_node_said: tuple[int, str, str] | None = None

@@ -36,6 +36,11 @@ def schedulable_jobs(ssn: Session, queue: QueueInfo, skip_blocked: bool = False)
 
 
 _Entry = tuple[tuple[object, ...], int, JobInfo]
+#: What a remembered no-node turn found for a queue and the shapes it tried (`JobInfo.no_node_memo`): the
+#: session's state then (`Session.charged`, `Session.freed`, the node table's changes and generation) and
+#: the explanation. While the state stands, every vote, node and explanation reads as it did: another job of
+#: the queue that tried those shapes finds no node either, and is told the same.
+_Verdict = tuple[tuple[int, int, int, int], str]
 
 
 class _Line:
@@ -81,6 +86,8 @@ class Allocate:
         if len(queue_heap) > 1:  # likewise a lone queue: it comes back alone, after every turn
             queue_heap = [(ssn.queue_key(queue), order, queue) for _, order, queue in queue_heap]
             heapq.heapify(queue_heap)
+        # What a remembered no-node turn found for a queue and pod shapes, while the state stands (`_Verdict`).
+        verdicts: dict[tuple[int, tuple[object, ...]], _Verdict] | None = None if ssn.ext.placement_filters else {}
         while queue_heap:
             _, _, queue = heapq.heappop(queue_heap)
             line = jobs[queue.name]
@@ -91,20 +98,53 @@ class Allocate:
                 for _, _, job in line:
                     job.reason = job.reason or reason
                 continue
-            _, _, job = line.pop()
-            if self.allocate_turn(ssn, queue, job):
-                line.push((ssn.job_key(job), next(seq), job))
+            key: tuple[object, ...] | None = None
+            while True:
+                _, _, job = line.pop()
+                state = (ssn.charged, ssn.freed)
+                more = self.allocate_turn(ssn, queue, job, verdicts)
+                if more:
+                    line.push((ssn.job_key(job), next(seq), job))
+                    break
+                if not line or state != (ssn.charged, ssn.freed):
+                    break
+                # The turn changed nothing (no pod charged or given back): the queue's key and its overuse are
+                # as they were. Pushed back, it would be popped again at once unless another queue's key is
+                # not greater (on a tie the one pushed earlier goes first), so its next job takes the turn now.
+                if queue_heap:
+                    if key is None:
+                        key = ssn.queue_key(queue)
+                    if not queue_heap[0][0] > key:
+                        break
             heapq.heappush(queue_heap, (ssn.queue_key(queue) if queue_heap else (), next(seq), queue))
 
-    def allocate_turn(self, ssn: Session, queue: QueueInfo, job: JobInfo) -> bool:
-        """Place the job's pods; True when it is ready and still has pods to place (goes back in line)."""
+    def allocate_turn(
+        self,
+        ssn: Session,
+        queue: QueueInfo,
+        job: JobInfo,
+        verdicts: dict[tuple[int, tuple[object, ...]], _Verdict] | None = None,
+    ) -> bool:
+        """Place the job's pods; True when it is ready and still has pods to place (goes back in line).
+
+        `verdicts` (allocate's, for one pass): what remembered no-node turns found, shared by jobs of a queue
+        that tried the same shapes."""
         memo = job.no_node_memo
         if memo is not None and memo[0] == job.version and memo[1] == job.counts[TaskStatus.PENDING]:
             tried = memo[2]
+            if verdicts is not None:
+                table = ssn.table
+                state = (ssn.charged, ssn.freed, len(table.changes), table.generation)
+                found = verdicts.get((id(queue), memo[3]))
+                if found is not None and found[0] == state:
+                    return self._no_node(ssn, job, tried, found[1])
             if not any(
                 ssn.queue_not_allocatable_reason(queue, task) or ssn.best_node(task) is not None for task in tried
             ):
-                return self._no_node(ssn, job, tried)
+                failure = ssn.explain(tried[-1])
+                if verdicts is not None:
+                    verdicts[(id(queue), memo[3])] = (state, failure)
+                return self._no_node(ssn, job, tried, failure)
         job.no_node_memo = None
         tasks = job.pending_tasks()
         if len(tasks) > 1:
@@ -140,8 +180,9 @@ class Allocate:
                 break
         if unplaced is not None:
             if not stmt.ops:  # no vote refused, and no node took any shape: so it stays while they fit nowhere
-                job.no_node_memo = (job.version, job.counts[TaskStatus.PENDING], shapes)
-                return self._no_node(ssn, job, shapes)
+                keys = tuple([task.shape_key for task in shapes])
+                job.no_node_memo = (job.version, job.counts[TaskStatus.PENDING], shapes, keys)
+                return self._no_node(ssn, job, shapes, ssn.explain(shapes[-1]))
             failure = ssn.explain(unplaced)
         if ssn.job_ready(job):
             stmt.commit()
@@ -157,10 +198,9 @@ class Allocate:
             job.hopeless_at = (ssn.table.generation, job.counts[TaskStatus.PENDING])
         return False
 
-    def _no_node(self, ssn: Session, job: JobInfo, shapes: list[TaskInfo]) -> bool:
+    def _no_node(self, ssn: Session, job: JobInfo, shapes: list[TaskInfo], failure: str) -> bool:
         """The end of a turn that placed nothing because no node takes any of the job's pod shapes (one pending
-        task of each, in the order the turn tried them): the last one's explanation is the reason."""
-        failure = ssn.explain(shapes[-1])
+        task of each, in the order the turn tried them): the last one's explanation (`failure`) is the reason."""
         job.blocked_at = ssn.freed
         # The explanation is the very text object while nothing it counts changed (a new node table makes
         # a new one); the job's version holds whether it is ready and how many of its pods run.
