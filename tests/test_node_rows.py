@@ -39,6 +39,9 @@ ARRAYS = (
     "schedulable",
 )
 LISTS = ("names", "labels", "taints", "card_free_bits", "promised", "alloc_rows", "schedulable_rows", "nodes")
+ZONES = ("z0", "z1", "z2")
+#: Every fourth node also carries a taint the gangs leave untolerated (pods keep away when they can).
+SOFT_TAINT = "spot=true:PreferNoSchedule"
 
 
 class Rebuilding(OnlineScheduler):
@@ -70,6 +73,8 @@ gang = st.tuples(
     st.sampled_from([0, 10]),
 )
 running = st.tuples(st.just("running"), st.integers(0, 30), st.sampled_from(["a", "b"]))
+#: A one-pod job that asks for a zone (`nodeSelector`): the label index's columns are read.
+zoned = st.tuples(st.just("zoned"), st.sampled_from(["a", "b"]), st.sampled_from([0, 1, 8]), st.sampled_from(ZONES))
 cycle = st.tuples(st.just("cycle"))
 op = st.one_of(  # nodes come and go with pods on them
     join,
@@ -80,6 +85,7 @@ op = st.one_of(  # nodes come and go with pods on them
     gang,
     running,
     running,
+    zoned,
     cycle,
     cycle,
     cycle,
@@ -108,6 +114,19 @@ op = st.one_of(  # nodes come and go with pods on them
 @example(  # a node that fits turns not Ready: its carried dynamic results say it fits no more
     [("join", 8, False), ("join", 8, False), ("gang", "a", 1, 1, 0), ("cycle",), ("ready", 0, False), ("cycle",)]
 )
+@example(  # a zone asked for, then the first node leaves: the carried zone column moves up with the rows
+    [
+        ("join", 0, False),
+        ("join", 0, True),
+        ("join", 0, False),
+        ("zoned", "a", 0, "z1"),
+        ("cycle",),
+        ("leave", 0),
+        ("join", 0, False),
+        ("join", 0, False),
+        ("cycle",),
+    ]
+)
 def test_rows_changed_in_place_hold_what_a_rebuilt_table_holds(operations: list[tuple[Any, ...]]) -> None:
     queues = [queue("a", weight=1), queue("b", weight=2)]
     resources = WORKLOAD_RESOURCES
@@ -123,7 +142,11 @@ def test_rows_changed_in_place_hold_what_a_rebuilt_table_holds(operations: list[
         if kind == "join":
             name = f"n{made}"
             names.append(name)
-            made_node = node(name, cpu=32, gpus=operation[1], taints=[CLOUD_TAINT] if operation[2] else [])
+            taints = [CLOUD_TAINT] if operation[2] else []
+            if made % 4 == 3:
+                taints.append(SOFT_TAINT)
+            labels = {"zone": ZONES[made % len(ZONES)]}
+            made_node = node(name, cpu=32, gpus=operation[1], taints=taints, labels=labels)
             for s in both:
                 s.add_nodes([made_node])
         elif kind == "leave" and names:
@@ -147,6 +170,12 @@ def test_rows_changed_in_place_hold_what_a_rebuilt_table_holds(operations: list[
             ask = {"cpu": 1, "nvidia.com/gpu": operation[3]}
             gang = job(f"g{made}", operation[1], operation[2], ask, priority=operation[4], created=now)
             gang.pods[0].tolerations = (TOLERATE_CLOUD,)
+            for s in both:
+                s.add_group(gang.group, gang.pods)
+            groups.append(gang.key)
+        elif kind == "zoned":
+            ask = {"cpu": 1, "nvidia.com/gpu": operation[2]}
+            gang = job(f"z{made}", operation[1], 1, ask, node_selector={"zone": operation[3]}, created=now)
             for s in both:
                 s.add_group(gang.group, gang.pods)
             groups.append(gang.key)
@@ -177,6 +206,22 @@ def test_rows_changed_in_place_hold_what_a_rebuilt_table_holds(operations: list[
                 indexed.append((rows, releasing, {t.key: running.where.get(id(t)) for t in s.ssn.tasks.values()}))
             assert indexed[0] == indexed[1]
             same_dynamic_results(both[0], both[1])
+            same_label_and_taint_indexes(both[0], both[1])
+
+
+def same_label_and_taint_indexes(in_place: OnlineScheduler, rebuilt: OnlineScheduler) -> None:
+    """The taint index carried across joins and departures is the one a rebuilt table gets (its sets numbered
+    in the same order, which is the order reasons are charged in); each label column carried says of every
+    node what the rebuilt one says (the codes may differ: a value no node has any more keeps its code)."""
+    mine, theirs = in_place.ssn.taint_index, rebuilt.ssn.taint_index
+    assert mine.sets == theirs.sets and np.array_equal(mine.set_of_node, theirs.set_of_node)
+    for key in list(in_place.ssn.label_index._columns):
+        decoded = []
+        for index in (in_place.ssn.label_index, rebuilt.ssn.label_index):
+            codes, vocab = index.column(key)
+            value_of = {code: value for value, code in vocab.items()}
+            decoded.append([value_of.get(code) for code in codes.tolist()])
+        assert decoded[0] == decoded[1]
 
 
 def same_dynamic_results(in_place: OnlineScheduler, rebuilt: OnlineScheduler) -> None:

@@ -348,7 +348,11 @@ class RunningIndex:
         self.rows = {moved[row]: on for row, on in self.rows.items()}
         self.ordered = None
         self.releasing = {moved[row]: on for row, on in self.releasing.items()}
-        self.where = {key: moved[row] for key, row in self.where.items()}
+        first = moved.index(-1) if -1 in moved else len(moved)  # rows before it keep their number
+        where = self.where
+        for key, row in where.items():
+            if row > first:
+                where[key] = moved[row]
 
     def rebuild(self, tasks: Iterable[TaskInfo]) -> None:
         """After node rows were renumbered: every running or releasing task again at its row."""

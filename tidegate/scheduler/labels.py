@@ -35,6 +35,21 @@ class LabelIndex:
             self._columns[key] = found
         return found
 
+    def carried(self, labels: Sequence[dict[str, str]], kept: IntArray, joined: Sequence[dict[str, str]]) -> LabelIndex:
+        """The index of a node list made of this one's `kept` rows (in order) and then the `joined` nodes'
+        (`labels`: theirs, in that order): the columns built so far are carried, the joining nodes' codes
+        added (a value new to a key takes the next code; codes of values no node has any more stay unused)."""
+        index = LabelIndex(labels)
+        for key, (codes, vocab) in self._columns.items():
+            vocab = dict(vocab)
+            tail = np.fromiter(
+                (MISSING if (v := node.get(key)) is None else vocab.setdefault(v, len(vocab)) for node in joined),
+                dtype=np.int64,
+                count=len(joined),
+            )
+            index._columns[key] = (np.concatenate([codes[kept], tail]), vocab)
+        return index
+
     def equals(self, key: str, value: str) -> BoolArray:
         codes, vocab = self.column(key)
         code = vocab.get(value)
@@ -88,6 +103,23 @@ class TaintIndex:
             (sets.setdefault(t, len(sets)) for t in taints), dtype=np.int64, count=len(taints)
         )
         self.sets: list[tuple[Taint, ...]] = list(sets)
+
+    def carried(self, kept: IntArray, joined: Sequence[tuple[Taint, ...]]) -> TaintIndex:
+        """The index a node list made of this one's `kept` rows (in order) and then the `joined` nodes' taints
+        would have, the sets numbered as that list first shows them (the order reasons are charged in), with
+        only the joining nodes' taints looked up."""
+        codes = {taint_set: i for i, taint_set in enumerate(self.sets)}
+        tail = [codes.setdefault(taint_set, len(codes)) for taint_set in joined]
+        of_node = np.concatenate([self.set_of_node[kept], np.array(tail, dtype=np.int64)])
+        present, first = np.unique(of_node, return_index=True)
+        order = present[np.argsort(first, kind="stable")]  # set numbers by first appearance
+        renumber = np.zeros(len(codes), dtype=np.int64)
+        renumber[order] = np.arange(len(order))
+        every = list(codes)
+        index = TaintIndex(())
+        index.set_of_node = renumber[of_node]
+        index.sets = [every[code] for code in order.tolist()]
+        return index
 
     def untolerated(self, tolerations: tuple[Toleration, ...]) -> list[Taint | None]:
         """Per taint set, the first NoSchedule/NoExecute taint the tolerations do not cover."""

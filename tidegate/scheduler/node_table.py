@@ -234,16 +234,12 @@ class NodeTable:
         gone = set(rows)
         if not gone:
             return list(range(n))
+        order = sorted(gone)
         keep = np.ones(n, dtype=bool)
-        keep[sorted(gone)] = False
-        moved: list[int] = []
-        kept = 0
-        for row in range(n):
-            if row in gone:
-                moved.append(-1)
-            else:
-                moved.append(kept)
-                kept += 1
+        keep[order] = False
+        moved: list[int] = (np.cumsum(keep) - 1).tolist()
+        for row in order:
+            moved[row] = -1
         for name in (
             "alloc",
             "card_exists",
@@ -269,10 +265,15 @@ class NodeTable:
             "labels",
             "taints",
         ):
-            values = getattr(self, name)
-            setattr(self, name, [value for row, value in enumerate(values) if moved[row] >= 0])
-        self.row = {name: i for i, name in enumerate(self.names)}
-        width = max((card_count(node) for node in self.nodes), default=0)
+            values = getattr(self, name)[:]  # a copy: whoever holds the old list keeps it as it was
+            for row in reversed(order):
+                del values[row]
+            setattr(self, name, values)
+        self.row = dict(zip(self.names, range(len(self.names)), strict=True))
+        # Each row's cards exist from the first on (card_count of its node): the widest row is the last column
+        # any row has.
+        present = np.flatnonzero(self.card_exists.any(axis=0))
+        width = int(present[-1]) + 1 if len(present) else 0
         if width < self.card_exists.shape[1]:
             self._set_width(width)
         self._used_rows, self._card_rows, self._state_ids, self._fixed_keys = {}, {}, {}, {}

@@ -174,6 +174,15 @@ def _sorted(items: Iterable[_T], key: Callable[[_T], tuple[object, ...]]) -> lis
     return out
 
 
+def _carried_list(values: list[_T], gone: list[int], joined: list[_T]) -> list[_T]:
+    """A copy of a per-row list without the rows `gone` (ascending), with `joined` appended."""
+    out = values[:]
+    for row in reversed(gone):
+        del out[row]
+    out.extend(joined)
+    return out
+
+
 _V = TypeVar("_V")
 
 
@@ -1275,7 +1284,7 @@ class Session:
             table.resize(node)
             refresh.add(table.row[node.name])
         table.changes[:] = sorted(refresh)
-        carried = self._carried_dynamic(list(range(len(table))), 0, table.changes)
+        carried = self._carried_dynamic(np.arange(len(table)), [], 0, table.changes)
         self._forget_node_caches()
         self._dynamic = carried
 
@@ -1310,8 +1319,9 @@ class Session:
                 if task.node in gone:
                     self._lose_node(task)
             moved = table.remove_rows(sorted(gone))
+            first = min(gone)  # rows before the first one gone keep their number
             for task in self.tasks.values():
-                if task.node >= 0:
+                if task.node > first:
                     task.node = moved[task.node]
             if self.running is not None:
                 self.running.renumber(moved)
@@ -1325,9 +1335,11 @@ class Session:
         refresh.update(range(kept, len(table)))
         refresh.update(table.row[node.name] for node in resized)
         table.changes[:] = sorted(refresh)
-        self.label_index = LabelIndex(table.labels)
-        self.taint_index = TaintIndex(table.taints)
-        carried = self._carried_dynamic(moved, len(table) - kept, table.changes)
+        # The nodes that stay keep their labels and taints (a resized one changed neither: `NodeTable.resizes`).
+        rows = np.flatnonzero(np.array(moved, dtype=np.int64) >= 0)
+        self.label_index = self.label_index.carried(table.labels, rows, table.labels[kept:])
+        self.taint_index = self.taint_index.carried(rows, table.taints[kept:])
+        carried = self._carried_dynamic(rows, sorted(gone), len(table) - kept, table.changes)
         self._forget_node_caches()
         self._dynamic = carried
 
@@ -1336,13 +1348,15 @@ class Session:
         changes = self.table.changes
         return {row for cache in self._dynamic.values() for row in changes[cache.seen :]}
 
-    def _carried_dynamic(self, moved: list[int], joined: int, refresh: list[int]) -> dict[Resources, DynamicCache]:
-        """The dynamic caches shapes asked for since nodes last changed, with the rows of nodes that left taken
-        out and those that joined added. Dynamic filters and scores read only the request and the node's own
-        row (that is what lets them be refreshed row by row), so a node that stays keeps its results; the rows
-        to `refresh` (the joining, the resized, and those a cache had not folded in yet: `NodeTable.changes`)
-        fit nowhere until they are, when next asked, as in a new cache (which leaves unschedulable rows so)."""
-        keep = np.array([row for row, to in enumerate(moved) if to >= 0], dtype=np.int64)
+    def _carried_dynamic(
+        self, keep: IntArray, gone: list[int], joined: int, refresh: list[int]
+    ) -> dict[Resources, DynamicCache]:
+        """The dynamic caches shapes asked for since nodes last changed, with the rows of nodes that left (`gone`,
+        ascending; `keep`: the others) taken out and those that joined added. Dynamic filters and scores read
+        only the request and the node's own row (that is what lets them be refreshed row by row), so a node that
+        stays keeps its results; the rows to `refresh` (the joining, the resized, and those a cache had not
+        folded in yet: `NodeTable.changes`) fit nowhere until they are, when next asked, as in a new cache
+        (which leaves unschedulable rows so)."""
         carried: dict[Resources, DynamicCache] = {}
         for request, cache in self._dynamic.items():
             if not cache.asked:
@@ -1351,9 +1365,12 @@ class Session:
             fit = np.concatenate([cache.fit[keep], np.zeros(joined, dtype=bool)])
             fit[refresh] = False
             scores = [np.concatenate([vector[keep], np.zeros(joined, dtype=np.float64)]) for vector in cache.scores]
-            carried[request] = DynamicCache(
-                fit, scores, fit.tolist(), [vector.tolist() for vector in scores], 0, asked=False
-            )
+            # The lists as the arrays' tolist() would make them, from the lists (a few rows go, not all are made)
+            fit_list = _carried_list(cache.fit_list, gone, [False] * joined)
+            for row in refresh:
+                fit_list[row] = False
+            score_lists = [_carried_list(values, gone, [0.0] * joined) for values in cache.score_lists]
+            carried[request] = DynamicCache(fit, scores, fit_list, score_lists, 0, asked=False)
         return carried
 
     def _lose_node(self, task: TaskInfo) -> None:
