@@ -91,11 +91,11 @@ class CapacityPlugin(Plugin):
             #: hold while no queue's allocation changes (the quotas are these inputs').
             self._allocatable_memo: dict[tuple[str, int], tuple[int, Refusal | None]] = {}
             self._inputs = inputs
-        self._pods_col = ssn.index.col[PODS]
-        #: GPU card resources count as one when a victim's request is matched against the reclaimer's: whole
-        #: cards hold their memory and thousandths, which a GPU slice asks for.
-        cards = [ssn.index.col[name] for name in CARD_RESOURCES if name in ssn.index.col]
-        self._family = dict.fromkeys(cards, cards[0]) if cards else {}
+            self._pods_col = ssn.index.col[PODS]
+            #: GPU card resources count as one when a victim's request is matched against the reclaimer's:
+            #: whole cards hold their memory and thousandths, which a GPU slice asks for.
+            cards = [ssn.index.col[name] for name in CARD_RESOURCES if name in ssn.index.col]
+            self._family = dict.fromkeys(cards, cards[0]) if cards else {}
 
     # -- quotas ------------------------------------------------------------------------------------
     def _capability(self, queue: QueueInfo, inherited: FloatArray | None) -> FloatArray:
