@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
-from scheduler_builders import CLOUD_TAINT, TOLERATE_CLOUD, conf, job, node, queue
+from scheduler_builders import CLOUD_TAINT, TOLERATE_CLOUD, conf, job, node, queue, taint
 
 from tidegate.model.objects import PodGroupPhase
 from tidegate.model.resources import Resources
@@ -41,7 +41,7 @@ ARRAYS = (
 LISTS = ("names", "labels", "taints", "card_free_bits", "promised", "alloc_rows", "schedulable_rows", "nodes")
 ZONES = ("z0", "z1", "z2")
 #: Every fourth node also carries a taint the gangs leave untolerated (pods keep away when they can).
-SOFT_TAINT = "spot=true:PreferNoSchedule"
+SOFT_TAINT = taint("spot=true:PreferNoSchedule")
 
 
 class Rebuilding(OnlineScheduler):
@@ -239,3 +239,24 @@ def same_dynamic_results(in_place: OnlineScheduler, rebuilt: OnlineScheduler) ->
         assert fit.tolist() == caches[0].fit_list
         for mine, theirs in zip(caches[0].scores, caches[1].scores, strict=True):
             assert np.array_equal(mine[fit], theirs[fit])
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(st.booleans(), st.integers(0, 7)), max_size=40))
+def test_the_running_rows_stay_in_order_and_a_lent_list_stays_as_lent(steps: list[tuple[bool, int]]) -> None:
+    s = OnlineScheduler([node(f"n{i}", cpu=32) for i in range(8)], [queue("a")], CONFIG)
+    running = s.ssn.running
+    assert running is not None
+    live: list[str] = []
+    lent: list[int] | None = None
+    for made, (arrive, where) in enumerate(steps):
+        before = None if lent is None else list(lent)
+        if arrive or not live:
+            gang = job(f"r{made}", "a", 1, {"cpu": 1}, running_on=[f"n{where}"], phase=PodGroupPhase.RUNNING)
+            s.add_group(gang.group, gang.pods)
+            live.append(gang.key)
+        else:
+            s.remove_group(live.pop(where % len(live)))
+        assert lent == before  # what a caller holds does not change under it
+        lent = running.sorted_rows()
+        assert lent == sorted(running.rows)

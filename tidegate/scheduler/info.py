@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from bisect import bisect_left, insort
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import Enum
@@ -302,15 +303,37 @@ class RunningIndex:
     #: The pods being released (evicted, or terminating), by node: what a node gets back before a victim's
     #: own pods leave (`eviction._cards_after_leaving`).
     releasing: dict[int, dict[int, TaskInfo]] = field(default_factory=dict)
-    #: `rows`' keys in order, made when asked and dropped when a node gains its first pod here or loses its last.
+    #: `rows`' keys in order, made when first asked, then kept in order as a node gains its first pod here or
+    #: loses its last (None until asked, and after rows are renumbered).
     ordered: list[int] | None = None
+    #: `ordered` was handed out (`sorted_rows`): the next change works on a copy, leaving the caller's as it was.
+    lent: bool = False
 
     def sorted_rows(self) -> list[int]:
         """The rows with running pods, ascending (do not modify: it is shared until the rows change)."""
         found = self.ordered
         if found is None:
             found = self.ordered = sorted(self.rows)
+        self.lent = True
         return found
+
+    def _row_came(self, row: int) -> None:
+        """`row` gained its first pod in `rows`: `ordered` takes it in its place."""
+        ordered = self.ordered
+        if ordered is not None:
+            if self.lent:
+                ordered = self.ordered = ordered[:]
+                self.lent = False
+            insort(ordered, row)
+
+    def _row_went(self, row: int) -> None:
+        """`row` lost its last pod in `rows`: `ordered` lets it go."""
+        ordered = self.ordered
+        if ordered is not None:
+            if self.lent:
+                ordered = self.ordered = ordered[:]
+                self.lent = False
+            del ordered[bisect_left(ordered, row)]
 
     def add(self, task: TaskInfo) -> None:
         row = task.node
@@ -327,7 +350,7 @@ class RunningIndex:
         if on is None:
             into[row] = {id(task): task}
             if into is self.rows:
-                self.ordered = None
+                self._row_came(row)
         else:
             on[id(task)] = task
 
@@ -340,7 +363,7 @@ class RunningIndex:
             if not on:
                 del into[row]
                 if into is self.rows:
-                    self.ordered = None
+                    self._row_went(row)
 
     def renumber(self, moved: list[int]) -> None:
         """Node rows were removed and the rest moved up (`NodeTable.remove_rows`: `moved[old]` is the new
