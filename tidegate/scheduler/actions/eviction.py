@@ -5,6 +5,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from functools import partial
+from operator import ge
 from typing import ClassVar, cast
 
 import numpy as np
@@ -57,7 +58,7 @@ def refused_still(ssn: Session, job: JobInfo, memo: VoteMemo | None) -> bool:
     in it, `ExtensionPoints.queue_reclaim_allowed`)."""
     if memo is None or memo[0] != job.version or memo[1] != ssn.table.generation or memo[2] != ssn.quotas_moved:
         return False
-    return all(now >= then for now, then in zip(job.queue.allocated.tolist(), memo[3], strict=True))
+    return all(map(ge, job.queue.allocated.tolist(), memo[3]))  # one resource index: equal lengths
 
 
 def victim_order(ssn: Session, preemptor: TaskInfo, candidates: list[TaskInfo]) -> list[TaskInfo]:
@@ -360,9 +361,6 @@ class EvictionAction(ABC):
             memo = job.evict_refused.get(name)
             if memo is None or memo[0] != job.version or memo[1] != generation or memo[2] != quotas:
                 return False
-            for now, then in zip(allocated, memo[3], strict=True):  # noqa: SIM110 -- asked of every starving job
-                if now < then:
-                    return False
-            return True
+            return all(map(ge, allocated, memo[3]))  # (one resource index: equal lengths) asked of every job
 
         return skip
