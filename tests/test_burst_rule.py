@@ -120,6 +120,7 @@ def test_after_cycle_moves_what_the_rule_says(
         return
     assert host.moves == [(key, BURST) for key in want_moved]
     assert [job for _, kind, job in host.events if kind is EventKind.OVERFLOW] == want_moved
+    assert [text for text, _, _ in host.events] == [f"overflowed from dev to {BURST}"] * len(want_moved)
     assert soonest == want_soonest
     assert host.cycles == (1 if want_moved else 0)
 

@@ -54,9 +54,12 @@ from tidegate.autoscale.hpa import (
     Recommendation,
     ScaleEvent,
     SelectPolicy,
+    _rate_limited,
     check_hpa,
     queue_metric_selection,
     queue_metric_values,
+    scale_down_limit,
+    scale_up_limit,
     selected_values,
     status_document,
     step,
@@ -1113,3 +1116,64 @@ def test_an_integral_float_sample_takes_the_same_milli_units_as_its_quantity(n: 
     # 1.152921504606847e+18), which only the parse reproduces.
     value = float(n)
     assert to_milli(value) == math.ceil(parse_quantity(value) * 1000)
+
+
+def _full_rate_limit(
+    desired: int, current: int, spec: HPASpec, behavior: HPABehavior, state: HPAState, now: float
+) -> tuple[int, str]:
+    """convertDesiredReplicasWithBehaviorRate with both limits always worked out (what `_rate_limited`
+    shortcuts at the bounds)."""
+    ups, downs = state.scale_up_events, state.scale_down_events
+    if desired > current:
+        limit = max(scale_up_limit(current, ups, downs, behavior.scale_up, now), current)
+        allowed, reason = (
+            (limit, SCALE_UP_LIMIT) if spec.max_replicas > limit else (spec.max_replicas, TOO_MANY_REPLICAS)
+        )
+        if desired > allowed:
+            return allowed, reason
+    elif desired < current:
+        limit = min(scale_down_limit(current, ups, downs, behavior.scale_down, now), current)
+        allowed, reason = (
+            (limit, SCALE_DOWN_LIMIT) if spec.min_replicas < limit else (spec.min_replicas, TOO_FEW_REPLICAS)
+        )
+        if desired < allowed:
+            return allowed, reason
+    return desired, DESIRED_WITHIN_RANGE
+
+
+_SELECTS: list[SelectPolicy] = ["Max", "Min", "Disabled"]
+_EVENTS = st.lists(st.builds(ScaleEvent, st.integers(1, 6), st.integers(0, 120).map(float)), max_size=4)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.integers(0, 40),
+    st.integers(0, 40),
+    st.integers(0, 12),
+    st.integers(0, 20),
+    st.sampled_from(_SELECTS),
+    st.sampled_from(_SELECTS),
+    _EVENTS,
+    _EVENTS,
+)
+def test_rate_limit_at_the_bounds_answers_as_the_full_rule(
+    desired: int,
+    current: int,
+    low: int,
+    span: int,
+    up_select: SelectPolicy,
+    down_select: SelectPolicy,
+    ups: list[ScaleEvent],
+    downs: list[ScaleEvent],
+) -> None:
+    """`_rate_limited` does not work a limit out at maxReplicas (scale-up) or minReplicas (scale-down), current
+    counts at, above and below the bounds included: its answer is the full rule's (fails if the shortcut took
+    current == maxReplicas - 1, or answered with the limit)."""
+    behavior = HPABehavior(
+        scale_up=rules(("Pods", 4, 15), ("Percent", 100, 60), select=up_select),
+        scale_down=rules(("Percent", 10, 60), ("Pods", 2, 15), select=down_select),
+    )
+    spec = spec_of(min_replicas=low, max_replicas=max(low, 1) + span, behavior=behavior)
+    state = HPAState(scale_up_events=tuple(ups), scale_down_events=tuple(downs))
+    got = _rate_limited(desired, current, spec, behavior, state, 100.0)
+    assert got == _full_rate_limit(desired, current, spec, behavior, state, 100.0)

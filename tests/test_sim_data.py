@@ -10,16 +10,20 @@ Columns: job_id,user,vc,gpu_num,cpu_num,node_num,state,submit,start,end,duration
 from __future__ import annotations
 
 import json
+import random
 from pathlib import Path
 
+import numpy as np
 import pytest
 from rich.console import Console
 from sim_builders import write_data_sim
 
 from tidegate.model.errors import ManifestErrors
+from tidegate.sim.datasets import assign_datasets, pick_dataset
 from tidegate.sim.loader import load_simulation
 from tidegate.sim.report import summary_table, write_html, write_summary
 from tidegate.sim.run import RunResult, build_simulation, run_simulation
+from tidegate.sim.spec import DatasetShare
 
 HOG = "hog,u,vc1,8,8,1,COMPLETED,0,0,10000,10000,0\n"
 
@@ -245,3 +249,17 @@ def test_the_report_shows_prefetch_delay_idle_gpus_link_and_outages(tmp_path: Pa
     console.print(summary_table(results))
     text = console.export_text()
     assert "prefetch delay p95" in text and "1.8 min" in text  # p's 110 s
+
+
+def test_assigned_datasets_are_picked_by_each_queues_own_shares_and_total() -> None:
+    """`assign_datasets` sums each queue's shares once: every job reads the dataset `pick_dataset` picks from its
+    queue's shares (or the workload's) summing them itself, with the same draw (fails if one total served all)."""
+    workload = [DatasetShare(name="a", weight=1.0), DatasetShare(name="b", weight=3.0)]
+    own = {"vision": [DatasetShare(name="img", weight=0.5), DatasetShare(name="vid", weight=9.5)]}
+    rng = random.Random(3)
+    queues = [rng.choice(["vision", "nlp", "dev"]) for _ in range(400)]
+    seed = 11
+    draws = np.random.default_rng(seed).random(len(queues)).tolist()
+    expected = [pick_dataset(own.get(q) or workload, u) for q, u in zip(queues, draws, strict=True)]
+    assert assign_datasets(queues, workload, own, seed) == expected
+    assert {"img", "vid", "a", "b"} <= set(expected)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import math
 from datetime import date
 from pathlib import Path
@@ -131,6 +132,25 @@ def test_same_seed_same_jobs_other_seed_other_jobs() -> None:
     assert len(first) > 0
     other = generate(SyntheticWorkload(days=3, jobs_per_day=300, seed=8, shared_fraction=0.3), DAY_TIDE)
     assert [job.submit_s for job in other] != [job.submit_s for job in first]
+
+
+def test_the_same_jobs_as_drawn_before_as_python_numbers() -> None:
+    """`generate` reads its draws as Python lists: the jobs are the ones it drew reading numpy scalars (their
+    repr pinned when it did), every number a plain int or float (a numpy scalar's repr would differ)."""
+    config = SyntheticWorkload(
+        days=3,
+        jobs_per_day=400,
+        seed=5,
+        shared_fraction=0.4,
+        queues=(QueueShare("research", 3.0, ("ana", "bo", "di")), QueueShare("prod", 1.0, ("cy",))),
+        gpu_counts=((1, 0.5), (4, 0.2), (12, 0.2), (16, 0.1)),
+    )
+    jobs = generate(config, DAY_TIDE)
+    assert len(jobs) == 1614
+    assert hashlib.sha256(repr(jobs).encode()).hexdigest()[:16] == "ba5273ef0b3a677e"
+    numbers = {type(getattr(job, f)) for job in jobs for f in ("gpus_per_pod", "gpu_milli", "pods", "cpu_milli")}
+    assert numbers == {int}
+    assert {type(job.submit_s) for job in jobs} | {type(job.duration_s) for job in jobs} == {float}
 
 
 def test_jobs_are_sorted_named_and_inside_the_span() -> None:

@@ -572,8 +572,13 @@ def _rate_limited(
     state: HPAState,
     now: float,
 ) -> tuple[int, str]:
-    # convertDesiredReplicasWithBehaviorRate.
+    # convertDesiredReplicasWithBehaviorRate. A scale-up limit is at least the current count, so from
+    # maxReplicas or above the answer is maxReplicas, TooManyReplicas, whatever the limit (and from minReplicas
+    # or below a scale-down's is minReplicas, TooFewReplicas): the limit is not worked out. An HPA pinned at
+    # its maximum by a long backlog is there every sync (tests/test_hpa.py holds this to the full rule).
     if desired > current:
+        if current >= spec.max_replicas:
+            return spec.max_replicas, TOO_MANY_REPLICAS
         limit = scale_up_limit(current, state.scale_up_events, state.scale_down_events, behavior.scale_up, now)
         limit = max(limit, current)
         if spec.max_replicas > limit:
@@ -583,6 +588,8 @@ def _rate_limited(
         if desired > allowed:
             return allowed, reason
     elif desired < current:
+        if current <= spec.min_replicas:
+            return spec.min_replicas, TOO_FEW_REPLICAS
         limit = scale_down_limit(current, state.scale_up_events, state.scale_down_events, behavior.scale_down, now)
         limit = min(limit, current)
         if spec.min_replicas < limit:

@@ -54,7 +54,7 @@ class Overflow:
         This runs after every cycle over every waiting job outside the burst queue, so `Burst.may_move` and
         `Burst.moves` are inlined here (same tests, same order; tests/test_burst_rule.py holds the two to
         each other): a job's reason is asked only when its wait alone does not move it, and its code read
-        without a call."""
+        without a call. Each WaitingJob is unpacked once rather than read field by field."""
         if self.links.blocks_burst:
             return math.inf
         host = self.host
@@ -62,20 +62,20 @@ class Overflow:
         reason = host.reason
         soonest = math.inf
         moved = False
-        for job in list(host.waiting(outside=queue)):
-            if job.pinned or job.queue == queue or not job.has_pods or job.part_running:
+        for key, in_queue, home, since, namespace, pinned, has_pods, part_running in list(host.waiting(outside=queue)):
+            if pinned or in_queue == queue or not has_pods or part_running:
                 continue  # not Burst.may_move
-            if now - job.since < after:
-                why = reason(job.key)
+            if now - since < after:
+                why = reason(key)
                 if not (isinstance(why, Refusal) and why.code is RefusalCode.AT_CAPABILITY):
-                    due = job.since + after  # not Burst.moves: it may when it has waited `after`
+                    due = since + after  # not Burst.moves: it may when it has waited `after`
                     if due < soonest:
                         soonest = due
                     continue
-            if not host.admits(queue, job.namespace):
+            if not host.admits(queue, namespace):
                 continue  # no burst queue (yet), or one that does not take this namespace's work
-            host.move(job.key, queue)
-            host.record(f"overflowed from {job.home} to {queue}", EventKind.OVERFLOW, job.key)
+            host.move(key, queue)
+            host.record(f"overflowed from {home} to {queue}", EventKind.OVERFLOW, key)
             moved = True
         if moved:
             host.want_cycle()

@@ -54,12 +54,14 @@ class LruCache:
         return False
 
 
-def pick_dataset(shares: Sequence[DatasetShare], u: float) -> str:
+def pick_dataset(shares: Sequence[DatasetShare], u: float, total: float | None = None) -> str:
     """The dataset a uniform draw `u` in [0, 1) picks, each share with probability proportional to its
-    weight; "" when there are no shares."""
+    weight; "" when there are no shares. `total` is the shares' weights summed (`share_total`), for a
+    caller picking from the same shares again and again."""
     if not shares:
         return ""
-    total = sum(s.weight for s in shares)
+    if total is None:
+        total = share_total(shares)
     threshold = u * total
     for share in shares:
         threshold -= share.weight
@@ -76,4 +78,18 @@ def assign_datasets(
     if not shares and not by_queue:
         return [""] * len(queues)
     draws = np.random.default_rng(seed).random(len(queues)).tolist()
-    return [pick_dataset(by_queue.get(queue) or shares, u) for queue, u in zip(queues, draws, strict=True)]
+    # Each queue's shares and their total, found once (a workload has a few queues and many jobs).
+    picks: dict[str, tuple[Sequence[DatasetShare], float]] = {}
+    for queue in dict.fromkeys(queues):
+        chosen = by_queue.get(queue) or shares
+        picks[queue] = chosen, share_total(chosen)
+    out = []
+    for queue, u in zip(queues, draws, strict=True):
+        chosen, total = picks[queue]
+        out.append(pick_dataset(chosen, u, total))
+    return out
+
+
+def share_total(shares: Sequence[DatasetShare]) -> float:
+    """The shares' weights summed, in order (what `pick_dataset` scales its draw by)."""
+    return sum(s.weight for s in shares)

@@ -106,8 +106,10 @@ class Outcome:
 #: While a run goes, the cyclic collector's youngest generation is collected after this many allocations
 #: (CPython's default is 700): a run allocates steadily and frees its garbage by reference counting, and at the
 #: seed's scale the collector's passes took about 5% of a month, half of them the older generations' passes
-#: the young ones' count triggers.
-RUN_GC_THRESHOLD = 10_000
+#: the young ones' count triggers. At 10,000 they still took 2% of the k = 25 burst month's first 8 days (32
+#: young passes of about 10 ms, 2 older ones); at 100,000, 0.8% (3 young passes of about 50 ms, none older):
+#: a pass after ten times the allocations walks about five times the objects, the others freed by then.
+RUN_GC_THRESHOLD = 100_000
 
 
 @contextmanager

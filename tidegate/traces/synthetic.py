@@ -349,18 +349,22 @@ def generate(config: SyntheticWorkload, tide: TideProfile | None = None) -> list
     log_durations = rng.normal(math.log(config.duration_median_s), config.duration_sigma, n)
     durations = np.clip(np.exp(log_durations), config.duration_min_s, config.duration_max_s)
 
+    # The loop reads Python lists: the same numbers (float64 and int64 as float and int) without a numpy
+    # scalar made for each read (the seed-scale month's workload drawn in 0.56 CPU s instead of 0.61).
+    queue_at, user_at, gpus_at, shared_at = queue_ix.tolist(), user_draw.tolist(), gpus.tolist(), shared.tolist()
+    millis_at, times_at, durations_at = millis.tolist(), times.tolist(), durations.tolist()
     jobs: list[TraceJob] = []
     for i in range(n):
-        queue = config.queues[int(queue_ix[i])]
-        user = queue.users[min(int(user_draw[i] * len(queue.users)), len(queue.users) - 1)]
-        if shared[i]:
-            milli = int(millis[i])
+        queue = config.queues[queue_at[i]]
+        user = queue.users[min(int(user_at[i] * len(queue.users)), len(queue.users) - 1)]
+        if shared_at[i]:
+            milli = millis_at[i]
             pods, per_pod = 1, 1
             cpu = -(-config.cpu_milli_per_gpu * milli // 1000)
             memory = -(-config.memory_mib_per_gpu * milli // 1000)
         else:
             milli = 1000
-            pods, per_pod = split_gang(int(gpus[i]), config.gpus_per_node)
+            pods, per_pod = split_gang(gpus_at[i], config.gpus_per_node)
             cpu = config.cpu_milli_per_gpu * per_pod
             memory = config.memory_mib_per_gpu * per_pod
         jobs.append(
@@ -373,8 +377,8 @@ def generate(config: SyntheticWorkload, tide: TideProfile | None = None) -> list
                 pods=pods,
                 cpu_milli=cpu,
                 memory_mib=memory,
-                submit_s=float(times[i]),
-                duration_s=float(durations[i]),
+                submit_s=times_at[i],
+                duration_s=durations_at[i],
             )
         )
     return jobs
