@@ -160,8 +160,12 @@ class FakeApi:
             doc.setdefault("spec", {})["unschedulable"] = cordoned
 
     def delete_pod(self, namespace: str, pod: str, grace_seconds: int | None = None) -> None:
-        self.docs = [d for d in self.docs if not (d["kind"] == "Pod" and d["metadata"]["name"] == pod)]
-        self.evicted.append(pod)
+        """As the API server deletes: a pod gone already is a 404 (`delete_pod` lets it pass), not an eviction
+        (the fleet deletes what is left on an instance that goes, as its last read showed it)."""
+        kept = [d for d in self.docs if not (d["kind"] == "Pod" and d["metadata"]["name"] == pod)]
+        if len(kept) < len(self.docs):
+            self.evicted.append(pod)
+        self.docs = kept
 
     def patch_queue(self, name: str, patch: dict[str, Any]) -> None:
         queue = self._find("Queue", name)
