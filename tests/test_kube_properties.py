@@ -24,7 +24,7 @@ from collections import Counter
 from typing import Any
 
 import yaml
-from hypothesis import HealthCheck, event, given, settings
+from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 from test_kube_scheduler import RECLAIMABLE_QUEUES, RECLAIMING, FakeApi, GracefulApi, group, pod
 
@@ -310,6 +310,8 @@ def test_with_burst_pinned_pods_never_reach_the_cloud(operations: list[tuple[Any
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(fleet_operation, min_size=1, max_size=30))
+# another scheduler's pod on a virtual node: deleted at the notice, and again, as gone already, at its end
+@example([("theirs", 2, 1), ("gang", 1, 1, False, False), ("notice", 0), ("later", 150)])
 def test_with_the_fleet_a_sensitive_pod_never_reaches_a_virtual_node(operations: list[tuple[Any, ...]]) -> None:
     cluster = Cluster(burst=Burst("burst-cloud", after_seconds=2), fleet=True)
     for op in operations:
