@@ -317,22 +317,23 @@ class RunningIndex:
         self.lent = True
         return found
 
+    def _editable_order(self) -> list[int] | None:
+        """`ordered` to change in place (a copy of it once it was handed out), or None when not made."""
+        if self.ordered is not None and self.lent:
+            self.ordered = self.ordered[:]
+            self.lent = False
+        return self.ordered
+
     def _row_came(self, row: int) -> None:
         """`row` gained its first pod in `rows`: `ordered` takes it in its place."""
-        ordered = self.ordered
+        ordered = self._editable_order()
         if ordered is not None:
-            if self.lent:
-                ordered = self.ordered = ordered[:]
-                self.lent = False
             insort(ordered, row)
 
     def _row_went(self, row: int) -> None:
         """`row` lost its last pod in `rows`: `ordered` lets it go."""
-        ordered = self.ordered
+        ordered = self._editable_order()
         if ordered is not None:
-            if self.lent:
-                ordered = self.ordered = ordered[:]
-                self.lent = False
             del ordered[bisect_left(ordered, row)]
 
     def add(self, task: TaskInfo) -> None:
