@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 import numpy as np
 
@@ -10,6 +10,19 @@ from tidegate.model.objects import NodeSelectorRequirement, NodeSelectorTerm, Ta
 from tidegate.scheduler.node_table import BoolArray, IntArray
 
 MISSING = -1
+#: Up to this many codes, membership is a comparison per code: np.isin's set-up costs more than a few.
+FEW_CODES = 8
+
+
+def member(codes: IntArray, wanted: Collection[int]) -> BoolArray:
+    """Per element of `codes`, whether it is one of `wanted` (what `np.isin(codes, list(wanted))` says)."""
+    if len(wanted) > FEW_CODES:
+        found: BoolArray = np.isin(codes, list(wanted))
+        return found
+    out = np.zeros(len(codes), dtype=bool)
+    for code in wanted:
+        out |= codes == code
+    return out
 
 
 class LabelIndex:
@@ -63,7 +76,7 @@ class LabelIndex:
         op = req.operator
         if op in ("In", "NotIn"):
             wanted = [vocab[v] for v in req.values if v in vocab]
-            hit: BoolArray = np.isin(codes, wanted)
+            hit = member(codes, wanted)
             if op == "In":
                 return hit
             out: BoolArray = ~hit

@@ -37,6 +37,7 @@ from tidegate.model.objects import (
     PodAffinityTerm,
 )
 from tidegate.scheduler.info import TaskInfo, TaskStatus
+from tidegate.scheduler.labels import member
 from tidegate.scheduler.node_table import BoolArray, IntArray
 
 #: What the filters say when they leave a node out (after Kubernetes' messages).
@@ -350,7 +351,7 @@ class PodAffinityIndex:
                 codes = self.codes(term.topology_key)
                 has_keys &= codes >= 0
                 there = {code for (key, code), n in counts.items() if key == term.topology_key and n > 0}
-                company &= self._in_domains(codes, there)
+                company &= member(codes, there)
             alone = asker.self_affine and not any(n > 0 for n in counts.values())  # the first of its group
             passing = has_keys if alone else has_keys & company
             if not passing.all():
@@ -363,7 +364,7 @@ class PodAffinityIndex:
             for term, held in terms:
                 occupied = {code for code, n in held.counts.items() if n > 0}
                 if occupied:
-                    left = ~self._in_domains(self.codes(term.topology_key), occupied)
+                    left = ~member(self.codes(term.topology_key), occupied)
                     allowed = left if allowed is None else allowed & left
             if allowed is not None and not allowed.all():
                 out.append((reason, allowed))
@@ -373,14 +374,3 @@ class PodAffinityIndex:
         """Pending pods come and go between the cycles of a long-lived session: their masks are made afresh."""
         self._askers = {}
         self._made = {task: made for task, made in self._made.items() if task in self.counted}
-
-    @staticmethod
-    def _in_domains(codes: IntArray, domains: set[int]) -> BoolArray:
-        if not domains:
-            return np.zeros(len(codes), dtype=bool)
-        if len(domains) == 1:
-            (code,) = domains
-            same: BoolArray = codes == code
-            return same
-        found: BoolArray = np.isin(codes, list(domains))
-        return found

@@ -9,6 +9,7 @@ import numpy as np
 
 from tidegate.scheduler.framework import Plugin, PluginArgumentError
 from tidegate.scheduler.info import TaskInfo
+from tidegate.scheduler.labels import member
 from tidegate.scheduler.node_table import BoolArray, IntArray
 from tidegate.scheduler.pod_affinity import HOLDING, PodAffinityIndex
 from tidegate.scheduler.session import Session
@@ -93,7 +94,7 @@ class PredicatesPlugin(Plugin):
                 if taint is not None:
                     by_reason.setdefault(f"untolerated taint {taint}", []).append(set_id)
             for reason, set_ids in by_reason.items():
-                cached.append((reason, ~np.isin(index.set_of_node, set_ids)))
+                cached.append((reason, ~member(index.set_of_node, set_ids)))
             self._taint_cache[task.pod.tolerations] = cached
         return cached
 
