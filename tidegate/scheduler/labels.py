@@ -48,11 +48,12 @@ class LabelIndex:
             self._columns[key] = found
         return found
 
-    def carried(self, labels: Sequence[dict[str, str]], kept: IntArray, joined: Sequence[dict[str, str]]) -> LabelIndex:
-        """The index of a node list made of this one's `kept` rows (in order) and then the `joined` nodes'
-        (`labels`: theirs, in that order): the columns built so far are carried, the joining nodes' codes
-        added (a value new to a key takes the next code; codes of values no node has any more stay unused)."""
+    def carried(self, labels: Sequence[dict[str, str]], kept: IntArray) -> LabelIndex:
+        """The index of a node list made of this one's `kept` rows (in order) and then joining nodes (`labels`:
+        every node's, in that order): the columns built so far are carried, the joining nodes' codes added (a
+        value new to a key takes the next code; codes of values no node has any more stay unused)."""
         index = LabelIndex(labels)
+        joined = labels[len(kept) :]
         for key, (codes, vocab) in self._columns.items():
             vocab = dict(vocab)
             tail = np.fromiter(
@@ -117,12 +118,12 @@ class TaintIndex:
         )
         self.sets: list[tuple[Taint, ...]] = list(sets)
 
-    def carried(self, kept: IntArray, joined: Sequence[tuple[Taint, ...]]) -> TaintIndex:
-        """The index a node list made of this one's `kept` rows (in order) and then the `joined` nodes' taints
-        would have, the sets numbered as that list first shows them (the order reasons are charged in), with
-        only the joining nodes' taints looked up."""
+    def carried(self, taints: Sequence[tuple[Taint, ...]], kept: IntArray) -> TaintIndex:
+        """The index a node list made of this one's `kept` rows (in order) and then joining nodes (`taints`:
+        every node's, in that order) would have, the sets numbered as that list first shows them (the order
+        reasons are charged in), with only the joining nodes' taints looked up."""
         codes = {taint_set: i for i, taint_set in enumerate(self.sets)}
-        tail = [codes.setdefault(taint_set, len(codes)) for taint_set in joined]
+        tail = [codes.setdefault(taint_set, len(codes)) for taint_set in taints[len(kept) :]]
         of_node = np.concatenate([self.set_of_node[kept], np.array(tail, dtype=np.int64)])
         present, first = np.unique(of_node, return_index=True)
         order = present[np.argsort(first, kind="stable")]  # set numbers by first appearance

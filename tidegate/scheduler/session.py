@@ -1283,10 +1283,7 @@ class Session:
         for node in nodes:
             table.resize(node)
             refresh.add(table.row[node.name])
-        table.changes[:] = sorted(refresh)
-        carried = self._carried_dynamic(np.arange(len(table)), [], 0, table.changes)
-        self._forget_node_caches()
-        self._dynamic = carried
+        self._carry_dynamic(np.arange(len(table)), [], 0, refresh)
 
     def _schedulable_total(self) -> IntArray:
         """What the schedulable nodes offer together (pods are no quota resource)."""
@@ -1312,14 +1309,15 @@ class Session:
         order), the joining ones appended. A task on a leaving node goes back to Pending as there."""
         table = self.table
         gone = {table.row[name] for name in leaving}
+        order = sorted(gone)
         behind = self._rows_behind()  # refreshed at their new place
         moved = list(range(len(table)))
         if gone:
             for task in self.tasks.values():
                 if task.node in gone:
                     self._lose_node(task)
-            moved = table.remove_rows(sorted(gone))
-            first = min(gone)  # rows before the first one gone keep their number
+            moved = table.remove_rows(order)
+            first = order[0]  # rows before the first one gone keep their number
             for task in self.tasks.values():
                 if task.node > first:
                     task.node = moved[task.node]
@@ -1334,19 +1332,24 @@ class Session:
         refresh = {moved[row] for row in behind if moved[row] >= 0}
         refresh.update(range(kept, len(table)))
         refresh.update(table.row[node.name] for node in resized)
-        table.changes[:] = sorted(refresh)
         # The nodes that stay keep their labels and taints (a resized one changed neither: `NodeTable.resizes`).
         rows = np.flatnonzero(np.array(moved, dtype=np.int64) >= 0)
-        self.label_index = self.label_index.carried(table.labels, rows, table.labels[kept:])
-        self.taint_index = self.taint_index.carried(rows, table.taints[kept:])
-        carried = self._carried_dynamic(rows, sorted(gone), len(table) - kept, table.changes)
-        self._forget_node_caches()
-        self._dynamic = carried
+        self.label_index = self.label_index.carried(table.labels, rows)
+        self.taint_index = self.taint_index.carried(table.taints, rows)
+        self._carry_dynamic(rows, order, len(table) - kept, refresh)
 
     def _rows_behind(self) -> set[int]:
         """The rows some dynamic cache has not folded in yet (`NodeTable.changes` past its `seen`)."""
         changes = self.table.changes
         return {row for cache in self._dynamic.values() for row in changes[cache.seen :]}
+
+    def _carry_dynamic(self, keep: IntArray, gone: list[int], joined: int, rows: set[int]) -> None:
+        """The node table's rows changed (`rows`: to refresh, at their new place): they become its changes, the
+        per-shape caches go, and the dynamic caches are carried (`_carried_dynamic`)."""
+        self.table.changes[:] = sorted(rows)
+        carried = self._carried_dynamic(keep, gone, joined, self.table.changes)
+        self._forget_node_caches()
+        self._dynamic = carried
 
     def _carried_dynamic(
         self, keep: IntArray, gone: list[int], joined: int, refresh: list[int]
