@@ -6,7 +6,21 @@ import dataclasses
 from pathlib import Path
 
 import pytest
-from scheduler_builders import CAPACITY, PROPORTION, conf, job, node, queue, res
+from scheduler_builders import (
+    CAPACITY,
+    NODE_TYPE_LABEL,
+    PROPORTION,
+    TOLERATE_CLOUD,
+    cloud_node,
+    conf,
+    idc_node,
+    job,
+    node,
+    queue,
+    req,
+    required,
+    res,
+)
 
 from bench.simulation import replay_input
 from tidegate.model.objects import PodGroupPhase
@@ -257,3 +271,34 @@ def test_a_remembered_turn_writes_its_reason_again_when_the_explanation_changed(
     s.add_group(half.group, half.pods)
     assert s.cycle(2.0).binds == []
     assert s.pending_reason(waiting.key) == "0/2 nodes: 2 insufficient cpu"
+
+
+def test_pod_shapes_asking_alike_share_static_results_only_with_the_same_placement_terms() -> None:
+    """Shapes that differ only in their requests share the static filters' and scores' results
+    (`Session._static_part`); a shape whose node selector, node affinity or tolerations differ has its own,
+    whatever was asked before it (each job here would land on the other node with the tolerant job's)."""
+    s = OnlineScheduler(
+        [idc_node("idc0", cpu=16), cloud_node("cloud0", cpu=64)],
+        [queue("default")],
+        conf("allocate", "gang", "predicates, nodeorder"),
+        report_waiting=False,
+    )
+    asks = {"cpu": 4}
+    cases = [
+        (job("tolerant", requests=asks, tolerations=[TOLERATE_CLOUD]), "cloud0"),  # least requested: the big node
+        (job("selected", requests=asks, tolerations=[TOLERATE_CLOUD], node_selector={NODE_TYPE_LABEL: "idc"}), "idc0"),
+        (
+            job(
+                "affine",
+                requests=asks,
+                tolerations=[TOLERATE_CLOUD],
+                affinity=required([req(NODE_TYPE_LABEL, "In", "idc")]),
+            ),
+            "idc0",
+        ),
+        (job("intolerant", requests=asks), "idc0"),
+        (job("tolerant-2", requests={"cpu": 2}, tolerations=[TOLERATE_CLOUD]), "cloud0"),
+    ]
+    for now, (case, where) in enumerate(cases, start=1):
+        s.add_group(case.group, case.pods)
+        assert [(b.pod, b.node) for b in s.cycle(float(now)).binds] == [(case.pods[0].key, where)]

@@ -119,6 +119,10 @@ class ShapeCache:
     seen: int  # position in NodeTable.changes already folded in (never ahead of dynamic.seen)
 
 
+#: The static filters' mask, the static scores' sum, and the same as Python lists (`Session._static_part`).
+_StaticPart = tuple[BoolArray, FloatArray, list[bool], list[float]]
+
+
 @dataclass(slots=True)
 class ExplainCache:
     """Why one pod shape finds no node, node by node, patched for the nodes that change (`Session.explain`).
@@ -287,6 +291,7 @@ class Session:
         self._open_plugins()
         self._shapes: list[ShapeCache | None] = [None] * len(self._shape_ids)
         self._shapes_by_key: dict[tuple[object, ...], ShapeCache] = {}  # tasks made outside _build_jobs
+        self._statics: dict[tuple[object, ...], _StaticPart] = {}  # by placement terms (`_static_part`)
         self._dynamic: dict[Resources, DynamicCache] = {}
 
     # -- construction ------------------------------------------------------------------------------
@@ -749,17 +754,10 @@ class Session:
         cache = self._shapes[task.shape_id] if task.shape_id >= 0 else self._shapes_by_key.get(task.shape)
         changes = self.table.changes
         if cache is None:
-            n = len(self.table)
-            mask = self.table.schedulable.copy()
-            for static_filter in self.ext.static_filters:
-                for _, passing in static_filter(task):
-                    mask &= passing
-            score = np.zeros(n, dtype=np.float64)
-            for static_score in self.ext.static_scores:
-                score += static_score(task)
+            mask, score, mask_list, score_list = self._static_part(task)
             dynamic = self._dynamic_cache(task)
             total = self._totals(mask, score, dynamic)
-            cache = ShapeCache(mask, score, mask.tolist(), score.tolist(), dynamic, total, len(changes))
+            cache = ShapeCache(mask, score, mask_list, score_list, dynamic, total, len(changes))
             if task.shape_id >= 0:
                 self._shapes[task.shape_id] = cache
             else:
@@ -786,6 +784,23 @@ class Session:
                     else:
                         total[row] = NEG_INF
         return cache
+
+    def _static_part(self, task: TaskInfo) -> _StaticPart:
+        """The static filters' mask and the static scores' sum over every node for the task's placement terms
+        (shared by the pod shapes that differ only in their requests: `ExtensionPoints.static_filters`)."""
+        place = task.shape[1:4]  # node selector, node affinity, tolerations (`_shape_of`)
+        found = self._statics.get(place)
+        if found is None:
+            mask = self.table.schedulable.copy()
+            for static_filter in self.ext.static_filters:
+                for _, passing in static_filter(task):
+                    mask &= passing
+            score = np.zeros(len(self.table), dtype=np.float64)
+            for static_score in self.ext.static_scores:
+                score += static_score(task)
+            mask.flags.writeable = score.flags.writeable = False  # shared: read only
+            found = self._statics[place] = (mask, score, mask.tolist(), score.tolist())
+        return found
 
     @staticmethod
     def _totals(mask: BoolArray, static: FloatArray, dynamic: DynamicCache) -> FloatArray:
@@ -1301,6 +1316,7 @@ class Session:
         self.total = self._schedulable_total()
         self._shapes = [None] * len(self._shape_ids)
         self._shapes_by_key = {}
+        self._statics = {}
         self._dynamic = {}
 
     def change_nodes(self, leaving: Collection[str], joining: Sequence[Node], resized: Sequence[Node]) -> None:
