@@ -9,6 +9,7 @@ import pytest
 from scheduler_builders import (
     CAPACITY,
     NODE_TYPE_LABEL,
+    PREFER_IDC,
     PROPORTION,
     TOLERATE_CLOUD,
     cloud_node,
@@ -274,11 +275,12 @@ def test_a_remembered_turn_writes_its_reason_again_when_the_explanation_changed(
 
 
 def test_pod_shapes_asking_alike_share_static_results_only_with_the_same_placement_terms() -> None:
-    """Shapes that differ only in their requests share the static filters' and scores' results
-    (`Session._static_part`); a shape whose node selector, node affinity or tolerations differ has its own,
-    whatever was asked before it (each job here would land on the other node with the tolerant job's)."""
+    """Shapes share the static filters' results when their node selector, required node affinity and
+    tolerations are the same, and the static scores' when their node affinity and tolerations are
+    (`Session._static_parts`); whatever was asked before, each job here would land on the other node with
+    the tolerant job's."""
     s = OnlineScheduler(
-        [idc_node("idc0", cpu=16), cloud_node("cloud0", cpu=64)],
+        [idc_node("idc0", cpu=20), cloud_node("cloud0", cpu=64)],
         [queue("default")],
         conf("allocate", "gang", "predicates, nodeorder"),
         report_waiting=False,
@@ -286,6 +288,7 @@ def test_pod_shapes_asking_alike_share_static_results_only_with_the_same_placeme
     asks = {"cpu": 4}
     cases = [
         (job("tolerant", requests=asks, tolerations=[TOLERATE_CLOUD]), "cloud0"),  # least requested: the big node
+        (job("preferring", requests=asks, tolerations=[TOLERATE_CLOUD], affinity=PREFER_IDC), "idc0"),
         (job("selected", requests=asks, tolerations=[TOLERATE_CLOUD], node_selector={NODE_TYPE_LABEL: "idc"}), "idc0"),
         (
             job(

@@ -220,9 +220,9 @@ class ExtensionPoints:
     #: allocation, refused at any at least as high on every resource (reclaim remembers a job its votes
     #: refused by the allocation they read, and skips it while that holds).
     queue_reclaim_allowed: list[AllocatableVote] = field(default_factory=list)
-    #: Static filters and scores may read only the pod's placement terms (node selector, node affinity,
-    #: tolerations) and the node table's labels, taints and schedulability: pod shapes that differ only in
-    #: their requests share their results while the node table's generation holds.
+    #: Static filters may read only the pod's node selector, required node affinity and tolerations, static
+    #: scores only its node affinity and tolerations, and both the node table's labels, taints and
+    #: schedulability: pod shapes with the same terms share their results while the table's generation holds.
     static_filters: list[StaticFilter] = field(default_factory=list)
     dynamic_filters: list[DynamicFilter] = field(default_factory=list)
     placement_filters: list[PlacementFilter] = field(default_factory=list)

@@ -10,7 +10,7 @@ from bisect import bisect_left
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -107,20 +107,29 @@ class DynamicCache:
 
 
 @dataclass(slots=True)
+class StaticPart:
+    """The static filters' mask or the static scores' sum over every node for some placement terms, shared
+    by the pod shapes with those terms (`Session._static_parts`), read only. The same as a Python list is
+    made when first read: many shapes are placed at once and never refreshed row by row."""
+
+    array: np.ndarray
+    _values: list[Any] | None = None
+
+    def values(self) -> list[Any]:
+        if self._values is None:
+            self._values = self.array.tolist()
+        return self._values
+
+
+@dataclass(slots=True)
 class ShapeCache:
     """Filter and score vectors over all nodes for one pod shape, refreshed row by row."""
 
-    static_mask: BoolArray
-    static_score: FloatArray
-    mask_list: list[bool]
-    static_list: list[float]
+    mask: StaticPart  # the static filters' (bools)
+    score: StaticPart  # the static scores' (floats)
     dynamic: DynamicCache
     total: FloatArray  # score where the pod fits now, -inf elsewhere
     seen: int  # position in NodeTable.changes already folded in (never ahead of dynamic.seen)
-
-
-#: The static filters' mask, the static scores' sum, and the same as Python lists (`Session._static_part`).
-_StaticPart = tuple[BoolArray, FloatArray, list[bool], list[float]]
 
 
 @dataclass(slots=True)
@@ -289,9 +298,9 @@ class Session:
         #: Every plugin keeps its registrations from cycle to cycle (`Plugin.reopens_in_place`).
         self._in_place = all(plugin.reopens_in_place for plugin in self.plugins)
         self._open_plugins()
-        self._shapes: list[ShapeCache | None] = [None] * len(self._shape_ids)
+        self._shapes: dict[int, ShapeCache] = {}  # by shape number
         self._shapes_by_key: dict[tuple[object, ...], ShapeCache] = {}  # tasks made outside _build_jobs
-        self._statics: dict[tuple[object, ...], _StaticPart] = {}  # by placement terms (`_static_part`)
+        self._statics: dict[tuple[object, ...], StaticPart] = {}  # by placement terms (`_static_parts`)
         self._dynamic: dict[Resources, DynamicCache] = {}
 
     # -- construction ------------------------------------------------------------------------------
@@ -512,7 +521,6 @@ class Session:
         job = self._add_job(group, queue, pods)
         if self.affinity_tasks and not had_affinity:
             self._open_plugins()  # the first pod with pod (anti-)affinity: plugins that look for them register now
-        self._shapes.extend([None] * (len(self._shape_ids) - len(self._shapes)))
         if len(self._pods_by_ident) > MAX_IDENT_ENTRIES:
             # Arrivals made from templates share their objects, so the entries stay few; pods that share
             # nothing must not make a long-lived session keep every object it ever saw.
@@ -751,13 +759,13 @@ class Session:
 
     # -- placement ---------------------------------------------------------------------------------
     def _shape_cache(self, task: TaskInfo) -> ShapeCache:
-        cache = self._shapes[task.shape_id] if task.shape_id >= 0 else self._shapes_by_key.get(task.shape)
+        cache = self._shapes.get(task.shape_id) if task.shape_id >= 0 else self._shapes_by_key.get(task.shape)
         changes = self.table.changes
         if cache is None:
-            mask, score, mask_list, score_list = self._static_part(task)
+            mask, score = self._static_parts(task)
             dynamic = self._dynamic_cache(task)
-            total = self._totals(mask, score, dynamic)
-            cache = ShapeCache(mask, score, mask_list, score_list, dynamic, total, len(changes))
+            total = self._totals(mask.array, score.array, dynamic)
+            cache = ShapeCache(mask, score, dynamic, total, len(changes))
             if task.shape_id >= 0:
                 self._shapes[task.shape_id] = cache
             else:
@@ -771,9 +779,9 @@ class Session:
             if len(pending) > 8:  # binpack stacks pods on a node: most rows repeat (a set costs less than them)
                 pending = set(pending)
             if len(pending) > SCALAR_TOTAL_ROWS:
-                cache.total = self._totals(cache.static_mask, cache.static_score, dynamic)
+                cache.total = self._totals(cache.mask.array, cache.score.array, dynamic)
             else:  # the same sums in Python floats (IEEE doubles, added in the same order)
-                mask_list, static_list, total = cache.mask_list, cache.static_list, cache.total
+                mask_list, static_list, total = cache.mask.values(), cache.score.values(), cache.total
                 fit_list, score_lists = dynamic.fit_list, dynamic.score_lists
                 for row in pending:
                     if mask_list[row] and fit_list[row]:
@@ -785,22 +793,30 @@ class Session:
                         total[row] = NEG_INF
         return cache
 
-    def _static_part(self, task: TaskInfo) -> _StaticPart:
-        """The static filters' mask and the static scores' sum over every node for the task's placement terms
-        (shared by the pod shapes that differ only in their requests: `ExtensionPoints.static_filters`)."""
-        place = task.shape[1:4]  # node selector, node affinity, tolerations (`_shape_of`)
-        found = self._statics.get(place)
-        if found is None:
-            mask = self.table.schedulable.copy()
+    def _static_parts(self, task: TaskInfo) -> tuple[StaticPart, StaticPart]:
+        """The static filters' mask and the static scores' sum over every node for the task's placement terms,
+        each shared by the pod shapes with the terms it reads (`ExtensionPoints.static_filters`): the filters'
+        by node selector, required node affinity and tolerations, the scores' by node affinity and tolerations."""
+        pod = task.pod
+        affinity = pod.affinity
+        filtered = (False, task.shape[1], None if affinity is None else affinity.required, pod.tolerations)
+        mask = self._statics.get(filtered)
+        if mask is None:
+            passing = self.table.schedulable.copy()
             for static_filter in self.ext.static_filters:
-                for _, passing in static_filter(task):
-                    mask &= passing
-            score = np.zeros(len(self.table), dtype=np.float64)
+                for _, passes in static_filter(task):
+                    passing &= passes
+            passing.flags.writeable = False
+            mask = self._statics[filtered] = StaticPart(passing)
+        scored = (True, affinity, pod.tolerations)
+        score = self._statics.get(scored)
+        if score is None:
+            summed = np.zeros(len(self.table), dtype=np.float64)
             for static_score in self.ext.static_scores:
-                score += static_score(task)
-            mask.flags.writeable = score.flags.writeable = False  # shared: read only
-            found = self._statics[place] = (mask, score, mask.tolist(), score.tolist())
-        return found
+                summed += static_score(task)
+            summed.flags.writeable = False
+            score = self._statics[scored] = StaticPart(summed)
+        return mask, score
 
     @staticmethod
     def _totals(mask: BoolArray, static: FloatArray, dynamic: DynamicCache) -> FloatArray:
@@ -928,7 +944,7 @@ class Session:
         generation = self.table.generation
         held = self._never.get(shape)
         if held is None or held[0] != generation:
-            room = self._shape_cache(task).static_mask & (task.request <= self.table.alloc).all(axis=1)
+            room = self._shape_cache(task).mask.array & (task.request <= self.table.alloc).all(axis=1)
             held = (generation, not room.any())
             self._never[shape] = held
         return held[1]
@@ -941,7 +957,7 @@ class Session:
     def static_candidates(self, task: TaskInfo) -> BoolArray:
         """Nodes that pass every filter that does not depend on resources (for preempt/reclaim): the static ones,
         and the placement filters as the other pods stand now (evicting pods does not make room for pod affinity)."""
-        static = self._shape_cache(task).static_mask
+        static: BoolArray = self._shape_cache(task).mask.array
         allowed = self.placement_mask(task)
         return static if allowed is None else static & allowed
 
@@ -1314,7 +1330,7 @@ class Session:
         moved, and per-shape placement caches are stale."""
         self.freed += 1
         self.total = self._schedulable_total()
-        self._shapes = [None] * len(self._shape_ids)
+        self._shapes = {}
         self._shapes_by_key = {}
         self._statics = {}
         self._dynamic = {}
