@@ -305,3 +305,34 @@ def test_pod_shapes_asking_alike_share_static_results_only_with_the_same_placeme
     for now, (case, where) in enumerate(cases, start=1):
         s.add_group(case.group, case.pods)
         assert [(b.pod, b.node) for b in s.cycle(float(now)).binds] == [(case.pods[0].key, where)]
+
+
+def test_a_shape_no_node_took_says_nothing_of_shapes_with_other_tolerations_or_required_affinity() -> None:
+    """`Session.fit_key`: what found no node is remembered for the shapes whose filters read the same terms
+    (only preferred node affinity may differ); a shape that tolerates more, or requires other nodes, is asked."""
+    s = OnlineScheduler(
+        [idc_node("idc0", cpu=4), cloud_node("cloud0", cpu=64)],
+        [queue("default")],
+        conf("allocate", "gang", "predicates, nodeorder"),
+        report_waiting=False,
+    )
+    filler = job("filler", requests={"cpu": 4})
+    s.add_group(filler.group, filler.pods)
+    assert [b.node for b in s.cycle(1.0).binds] == ["idc0"]
+    asks, tolerate = {"cpu": 4}, [TOLERATE_CLOUD]
+    waiting = [
+        job("intolerant", requests=asks, created=1.0),  # nowhere: idc0 is full, cloud0 tainted
+        job("tolerant", requests=asks, tolerations=tolerate, created=2.0),
+        job(
+            "pinned",
+            requests=asks,
+            tolerations=tolerate,
+            affinity=required([req(NODE_TYPE_LABEL, "In", "idc")]),
+            created=3.0,
+        ),  # nowhere: idc0 is full
+        job("tolerant-again", requests=asks, tolerations=tolerate, created=4.0),
+    ]
+    for case in waiting:
+        s.add_group(case.group, case.pods)
+    binds = {b.pod: b.node for b in s.cycle(2.0).binds}
+    assert binds == {"default/tolerant-0": "cloud0", "default/tolerant-again-0": "cloud0"}

@@ -272,14 +272,17 @@ class Session:
         self.quotas_moved = 0
         #: Bumped whenever some queue's allocation changes (a pod charged to it or given back).
         self.charged = 0
-        self._failed: dict[object, int] = {}  # shape number (or shape) -> `freed` when it found no node
-        #: By shape number (or shape, for a task without one), as `_failed`.
+        self._failed: dict[object, int] = {}  # `fit_key` -> `freed` when it found no node
+        #: By `fit_key`, as `_failed`.
         self._explained: dict[object, tuple[tuple[int, int, int], str]] = {}
         self._explain_caches: dict[object, ExplainCache] = {}
-        self._never: dict[object, tuple[int, bool]] = {}  # shape -> (table generation, never fits)
+        self._never: dict[object, tuple[int, bool]] = {}  # `fit_key` -> (table generation, never fits)
         self._vectors: dict[Resources, IntArray] = {}
         self._requests: dict[Resources, _Request] = {}
         self._shape_ids: dict[tuple[object, ...], tuple[tuple[object, ...], int]] = {}
+        #: Per shape number, the number of what its filters read (`fit_key`), and those numbers.
+        self._fit_of: list[int] = []
+        self._fit_ids: dict[tuple[object, ...], int] = {}
         self._pods_by_ident: dict[tuple[int, int, int, int], tuple[object, object, object, object, _PodEntry]] = {}
         #: While construction runs: (queue, request vector) -> pods, added to the queues' requests at the end.
         self._deferred_requests: dict[tuple[int, int], tuple[QueueInfo, IntArray, int]] | None = None
@@ -543,7 +546,15 @@ class Session:
         numbered = self._shape_ids.get(shape)
         if numbered is None:
             numbered = self._shape_ids[shape] = (shape, len(self._shape_ids))
+            # What the filters read of the shape (preferred node affinity is read by scores only).
+            fit = (shape[0], shape[1], None if pod.affinity is None else pod.affinity.required, *shape[3:])
+            self._fit_of.append(self._fit_ids.setdefault(fit, len(self._fit_ids)))
         return (*found, *numbered)
+
+    def fit_key(self, task: TaskInfo) -> object:
+        """What per-shape memos of filters alone (no node fits, why not) key the task by: pod shapes that differ
+        only in their preferred node affinity share it (a number; the shape for a task without one)."""
+        return self._fit_of[task.shape_id] if task.shape_id >= 0 else task.shape
 
     def _open_plugins(self) -> None:
         """Every plugin registers its extension points afresh (for the node table as it is now), each into
@@ -920,7 +931,7 @@ class Session:
 
         A shape that found no node stays without one until some capacity is freed (placements only
         take capacity away), so a saturated cluster answers its long queue in O(1) a job."""
-        shape = task.shape_key
+        shape = self.fit_key(task)
         if self._failed.get(shape) == self.freed:
             return None
         total = self._shape_cache(task).total
@@ -940,7 +951,7 @@ class Session:
         """No node could take the task even empty: each one fails a static filter (labels, taints,
         cordon) or has less allocatable than the task asks. Freeing capacity cannot change that; only a
         new node list can."""
-        shape = task.shape_key
+        shape = self.fit_key(task)
         generation = self.table.generation
         held = self._never.get(shape)
         if held is None or held[0] != generation:
@@ -995,7 +1006,7 @@ class Session:
         if self._explain_twins is not None:
             return self._patched_explanation(task)
         state = (self.freed, len(self.table.changes), self.table.generation)
-        shape = task.shape_key
+        shape = self.fit_key(task)
         held = self._explained.get(shape)
         if held is not None and held[0] == state:
             return held[1]
@@ -1009,7 +1020,7 @@ class Session:
         SCALAR_EXPLAIN_ROWS of them, every node is counted again)."""
         table = self.table
         changes = table.changes
-        shape = task.shape_key
+        shape = self.fit_key(task)
         cache = self._explain_caches.get(shape)
         if (
             cache is None
