@@ -1356,13 +1356,14 @@ class Session:
         behind = self._rows_behind()  # refreshed at their new place
         moved = list(range(len(table)))
         if gone:
-            for task in self.tasks.values():
+            first = order[0]  # rows before the first one gone keep their number: their tasks are left alone
+            later = [task for task in self.tasks.values() if task.node >= first]
+            for task in later:
                 if task.node in gone:
                     self._lose_node(task)
             moved = table.remove_rows(order)
-            first = order[0]  # rows before the first one gone keep their number
-            for task in self.tasks.values():
-                if task.node > first:
+            for task in later:
+                if task.node >= 0:
                     task.node = moved[task.node]
             if self.running is not None:
                 self.running.renumber(moved)
