@@ -965,12 +965,14 @@ class Session:
         nor the job's pending pods changed since: no action can place it, so cycles skip it."""
         return job.hopeless_at == (self.table.generation, job.counts[_PENDING])
 
-    def static_candidates(self, task: TaskInfo) -> BoolArray:
-        """Nodes that pass every filter that does not depend on resources (for preempt/reclaim): the static ones,
-        and the placement filters as the other pods stand now (evicting pods does not make room for pod affinity)."""
-        static: BoolArray = self._shape_cache(task).mask.array
+    def static_candidates(self, task: TaskInfo) -> list[bool]:
+        """Per node, whether it passes every filter that does not depend on resources (for preempt/reclaim): the
+        static ones, and the placement filters as the other pods stand now (evicting pods does not make room for
+        pod affinity). Do not modify."""
+        static = self._shape_cache(task).mask
         allowed = self.placement_mask(task)
-        return static if allowed is None else static & allowed
+        passing: list[bool] = static.values() if allowed is None else (static.array & allowed).tolist()
+        return passing
 
     def fits_now(self, task: TaskInfo, row: int) -> bool:
         """Does the task pass every dynamic filter (resources, cards) and placement filter (pod affinity) on this
