@@ -212,6 +212,12 @@ def _by_tier(
     return out
 
 
+def _filter_terms(shape: tuple[object, ...], affinity: NodeAffinity | None) -> tuple[object, ...]:
+    """What static filters read of a pod shape (`_shape_of`): its node selector, required node affinity and
+    tolerations (`ExtensionPoints.static_filters`)."""
+    return (shape[1], None if affinity is None else affinity.required, shape[3])
+
+
 def _shape_of(pod: Pod, affinity: NodeAffinity | None) -> tuple[object, ...]:
     shape = (pod.requests, tuple(sorted(pod.node_selector.items())), affinity, pod.tolerations)
     # pods with other pod (anti-)affinity terms fare differently: a failed one says nothing of the other
@@ -546,8 +552,8 @@ class Session:
         numbered = self._shape_ids.get(shape)
         if numbered is None:
             numbered = self._shape_ids[shape] = (shape, len(self._shape_ids))
-            # What the filters read of the shape (preferred node affinity is read by scores only).
-            fit = (shape[0], shape[1], None if pod.affinity is None else pod.affinity.required, *shape[3:])
+            # What the filters read of the shape: its requests, static terms and pod affinity (not its preferences).
+            fit = (shape[0], *_filter_terms(shape, pod.affinity), *shape[4:])
             self._fit_of.append(self._fit_ids.setdefault(fit, len(self._fit_ids)))
         return (*found, *numbered)
 
@@ -810,7 +816,7 @@ class Session:
         by node selector, required node affinity and tolerations, the scores' by node affinity and tolerations."""
         pod = task.pod
         affinity = pod.affinity
-        filtered = (False, task.shape[1], None if affinity is None else affinity.required, pod.tolerations)
+        filtered = (False, *_filter_terms(task.shape, affinity))
         mask = self._statics.get(filtered)
         if mask is None:
             passing = self.table.schedulable.copy()
