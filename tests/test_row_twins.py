@@ -231,7 +231,7 @@ def test_a_shape_s_patched_totals_are_what_summing_every_node_gives(seed: int, c
         for probe in rng.sample(tasks, 3):
             row = ssn.best_node(probe)
             cache = ssn._shape_cache(probe)
-            fresh = ssn._totals(cache.static_mask, cache.static_score, cache.dynamic)
+            fresh = ssn._totals(cache.mask.array, cache.score.array, cache.dynamic)
             assert np.array_equal(cache.total, fresh)
             best = int(fresh.argmax())
             assert row == (None if fresh[best] == float("-inf") else best)
