@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterable, Sequence
-from typing import NamedTuple
+from typing import NamedTuple, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -83,6 +83,18 @@ class CardRow(NamedTuple):
     mem: list[int]  # MiB
     used_mem: list[int]
     used_milli: list[int]
+
+
+_T = TypeVar("_T")
+
+
+def without_rows(values: list[_T], gone: Sequence[int]) -> list[_T]:
+    """A copy of a per-row list without the rows `gone` (ascending): whoever holds the old list keeps it as it
+    was."""
+    out = values[:]
+    for row in reversed(gone):
+        del out[row]
+    return out
 
 
 class NodeTable:
@@ -265,10 +277,7 @@ class NodeTable:
             "labels",
             "taints",
         ):
-            values = getattr(self, name)[:]  # a copy: whoever holds the old list keeps it as it was
-            for row in reversed(order):
-                del values[row]
-            setattr(self, name, values)
+            setattr(self, name, without_rows(getattr(self, name), order))
         self.row = dict(zip(self.names, range(len(self.names)), strict=True))
         # Each row's cards exist from the first on (card_count of its node): the widest row is the last column
         # any row has.

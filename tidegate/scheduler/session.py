@@ -40,7 +40,7 @@ from tidegate.scheduler.framework import (
 )
 from tidegate.scheduler.info import GpuRequest, JobInfo, QueueInfo, RunningIndex, TaskInfo, TaskStatus
 from tidegate.scheduler.labels import LabelIndex, TaintIndex
-from tidegate.scheduler.node_table import BoolArray, FloatArray, IntArray, NodeTable, ResourceIndex
+from tidegate.scheduler.node_table import BoolArray, FloatArray, IntArray, NodeTable, ResourceIndex, without_rows
 from tidegate.scheduler.refusal import Refusal, RefusalCode
 from tidegate.scheduler.snapshot import Snapshot
 from tidegate.scheduler.statement import Statement
@@ -187,15 +187,6 @@ def _sorted(items: Iterable[_T], key: Callable[[_T], tuple[object, ...]]) -> lis
     return out
 
 
-def _carried_list(values: list[_T], gone: list[int], joined: list[_T]) -> list[_T]:
-    """A copy of a per-row list without the rows `gone` (ascending), with `joined` appended."""
-    out = values[:]
-    for row in reversed(gone):
-        del out[row]
-    out.extend(joined)
-    return out
-
-
 _V = TypeVar("_V")
 
 
@@ -212,10 +203,11 @@ def _by_tier(
     return out
 
 
-def _filter_terms(shape: tuple[object, ...], affinity: NodeAffinity | None) -> tuple[object, ...]:
+def _filter_terms(shape: tuple[object, ...]) -> tuple[object, ...]:
     """What static filters read of a pod shape (`_shape_of`): its node selector, required node affinity and
     tolerations (`ExtensionPoints.static_filters`)."""
-    return (shape[1], None if affinity is None else affinity.required, shape[3])
+    affinity = shape[2]
+    return (shape[1], affinity.required if isinstance(affinity, NodeAffinity) else None, shape[3])
 
 
 def _shape_of(pod: Pod, affinity: NodeAffinity | None) -> tuple[object, ...]:
@@ -309,7 +301,9 @@ class Session:
         self._open_plugins()
         self._shapes: dict[int, ShapeCache] = {}  # by shape number
         self._shapes_by_key: dict[tuple[object, ...], ShapeCache] = {}  # tasks made outside _build_jobs
-        self._statics: dict[tuple[object, ...], StaticPart] = {}  # by placement terms (`_static_parts`)
+        #: The static filters' masks and the static scores' sums, by the terms they read (`_static_parts`).
+        self._masks: dict[tuple[object, ...], StaticPart] = {}
+        self._scores: dict[tuple[object, ...], StaticPart] = {}
         self._dynamic: dict[Resources, DynamicCache] = {}
 
     # -- construction ------------------------------------------------------------------------------
@@ -553,7 +547,7 @@ class Session:
         if numbered is None:
             numbered = self._shape_ids[shape] = (shape, len(self._shape_ids))
             # What the filters read of the shape: its requests, static terms and pod affinity (not its preferences).
-            fit = (shape[0], *_filter_terms(shape, pod.affinity), *shape[4:])
+            fit = (shape[0], *_filter_terms(shape), *shape[4:])
             self._fit_of.append(self._fit_ids.setdefault(fit, len(self._fit_ids)))
         return (*found, *numbered)
 
@@ -814,25 +808,23 @@ class Session:
         """The static filters' mask and the static scores' sum over every node for the task's placement terms,
         each shared by the pod shapes with the terms it reads (`ExtensionPoints.static_filters`): the filters'
         by node selector, required node affinity and tolerations, the scores' by node affinity and tolerations."""
-        pod = task.pod
-        affinity = pod.affinity
-        filtered = (False, *_filter_terms(task.shape, affinity))
-        mask = self._statics.get(filtered)
+        filtered = _filter_terms(task.shape)
+        mask = self._masks.get(filtered)
         if mask is None:
             passing = self.table.schedulable.copy()
             for static_filter in self.ext.static_filters:
                 for _, passes in static_filter(task):
                     passing &= passes
             passing.flags.writeable = False
-            mask = self._statics[filtered] = StaticPart(passing)
-        scored = (True, affinity, pod.tolerations)
-        score = self._statics.get(scored)
+            mask = self._masks[filtered] = StaticPart(passing)
+        scored = task.shape[2:4]  # what static scores read: node affinity, tolerations (`_shape_of`)
+        score = self._scores.get(scored)
         if score is None:
             summed = np.zeros(len(self.table), dtype=np.float64)
             for static_score in self.ext.static_scores:
                 summed += static_score(task)
             summed.flags.writeable = False
-            score = self._statics[scored] = StaticPart(summed)
+            score = self._scores[scored] = StaticPart(summed)
         return mask, score
 
     @staticmethod
@@ -1351,7 +1343,7 @@ class Session:
         self.total = self._schedulable_total()
         self._shapes = {}
         self._shapes_by_key = {}
-        self._statics = {}
+        self._masks, self._scores = {}, {}
         self._dynamic = {}
 
     def change_nodes(self, leaving: Collection[str], joining: Sequence[Node], resized: Sequence[Node]) -> None:
@@ -1421,10 +1413,10 @@ class Session:
             fit[refresh] = False
             scores = [np.concatenate([vector[keep], np.zeros(joined, dtype=np.float64)]) for vector in cache.scores]
             # The lists as the arrays' tolist() would make them, from the lists (a few rows go, not all are made)
-            fit_list = _carried_list(cache.fit_list, gone, [False] * joined)
+            fit_list = [*without_rows(cache.fit_list, gone), *[False] * joined]
             for row in refresh:
                 fit_list[row] = False
-            score_lists = [_carried_list(values, gone, [0.0] * joined) for values in cache.score_lists]
+            score_lists = [[*without_rows(values, gone), *[0.0] * joined] for values in cache.score_lists]
             carried[request] = DynamicCache(fit, scores, fit_list, score_lists, 0, asked=False)
         return carried
 
