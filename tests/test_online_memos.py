@@ -240,6 +240,28 @@ def test_a_remembered_turn_writes_its_reason_again_over_what_another_check_wrote
     assert s.pending_reason(waiting.key) == no_node
 
 
+def test_a_parent_queue_edited_to_take_other_namespaces_stops_its_children_s_work() -> None:
+    """Whether a queue's chain takes every namespace is remembered (`QueueInfo.every_namespace`) until a
+    queue's spec is edited: a parent's namespaces bound its children's work from the next cycle, and lifting
+    them lets the work in again."""
+    queues = [queue("root"), queue("leaf", parent="root"), queue("other")]
+    s = OnlineScheduler([node("n1", cpu=32)], queues, NO_QUOTA, report_waiting=False)
+    filler = job("filler", queue="other", requests={"cpu": 32})  # n1 full
+    s.add_group(filler.group, filler.pods)
+    s.cycle(0.0)
+    waiting = job("waiting", queue="leaf", requests={"cpu": 16}, created=1.0)
+    s.add_group(waiting.group, waiting.pods)
+    s.cycle(1.0)
+    assert "namespace" not in s.pending_reason(waiting.key)
+    root = s.ssn.queues["root"].queue
+    s.set_queue(dataclasses.replace(root, namespaces=("elsewhere",)))
+    s.cycle(2.0)
+    assert "queue root takes work from namespace(s) elsewhere only" in s.pending_reason(waiting.key)
+    s.set_queue(root)
+    s.cycle(3.0)
+    assert "namespace" not in s.pending_reason(waiting.key)
+
+
 def test_a_remembered_turn_writes_its_reason_again_when_the_gang_lost_a_pod() -> None:
     """The same explanation, but the job changed (one of its running pods failed): the gang's reason says so."""
     s = OnlineScheduler([node("n1", cpu=32)], [queue("default")], NO_QUOTA, report_waiting=False)

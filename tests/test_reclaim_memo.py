@@ -5,14 +5,18 @@ of them moves, whatever else happened in the cluster."""
 from __future__ import annotations
 
 import dataclasses
+from types import SimpleNamespace
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from scheduler_builders import conf, evicted, job, node, queue, res
 
 from tidegate.model.objects import PodGroupPhase
 from tidegate.scheduler.actions.reclaim import Reclaim
 from tidegate.scheduler.info import QueueInfo, TaskInfo
 from tidegate.scheduler.online import OnlineScheduler
+from tidegate.scheduler.plugins.gang import GangPlugin
 from tidegate.scheduler.session import Session
 
 RECLAIMING = conf(
@@ -91,3 +95,25 @@ def test_a_job_its_queue_refused_reclaims_once_the_quota_grows(asked: list[str])
     decisions = s.cycle(2.0)
     assert evicted(decisions) == ["default/b2-0"]  # 2 + 4 is within 8 now: b2's node frees 4
     assert asked == ["default/a2", "default/a2"]
+
+
+# -- a victim filter's job-wide twin ------------------------------------------------------------------------
+@given(
+    st.lists(st.tuples(st.integers(1, 6), st.integers(0, 8)), min_size=1, max_size=4),
+    st.lists(st.integers(0, 3), min_size=1, max_size=12),
+)
+def test_gang_s_job_twin_refuses_exactly_the_jobs_whose_pods_it_never_takes(
+    gangs: list[tuple[int, int]], picks: list[int]
+) -> None:
+    """An eviction search passes over a node when some filter's job-wide twin refuses every candidate's job
+    (`ExtensionPoints.victim_job_refusals`): gang's twin must refuse a job only when gang takes none of its
+    pods whatever candidates come with them, and it must take one lone pod of any other job."""
+    jobs = [SimpleNamespace(min_available=need, ready_num=ready) for need, ready in gangs]
+    candidates = [SimpleNamespace(job=jobs[i % len(jobs)]) for i in picks]
+    taken = {id(victim.job) for victim in GangPlugin._victims(None, candidates)}  # type: ignore[arg-type]
+    for one in jobs:
+        refused = GangPlugin._keeps_every_pod(one)  # type: ignore[arg-type]
+        if refused:
+            assert id(one) not in taken
+        alone = GangPlugin._victims(None, [SimpleNamespace(job=one)])  # type: ignore[arg-type]
+        assert bool(alone) is not refused

@@ -24,7 +24,7 @@ from tidegate.sim.core import SnapshotCore
 from tidegate.sim.engine import Simulation, static_quotas
 from tidegate.sim.loader import load_simulation
 from tidegate.sim.run import RunResult, build_simulation, run_simulation
-from tidegate.sim.workload import SimJob
+from tidegate.sim.workload import SimJob, group_of_pod, to_group
 from tidegate.traces.records import TraceJob
 
 # Two 8-GPU jobs arrive at t=0 on a one-node (8 GPU) IDC whose dev queue is capped at 8 GPUs:
@@ -670,3 +670,13 @@ def test_overflow_wake_ups_left_out_for_placed_jobs_change_no_decision(tmp_path:
     (digest, overflowed, events), (every_digest, every_overflowed, every_events) = runs
     assert overflowed and digest == every_digest and overflowed == every_overflowed
     assert events < every_events
+
+
+@pytest.mark.parametrize(("job_id", "restarts"), [("j1", 0), ("gpu-job-7", 0), ("gpu-job-7", 3)])
+def test_a_pod_names_its_group(job_id: str, restarts: int) -> None:
+    """The engine finds a bound or evicted pod's group from its key alone (`group_of_pod`), so every pod
+    `to_group` makes, whatever dashes the job's id holds and whichever attempt it is, must name it."""
+    record = TraceJob(job_id, "", "", 1, 1000, 3, 0, 0, 0.0, 10.0)
+    group, pods = to_group(SimJob(record, "q", False, 0.0), tolerate_cloud=False, attempt=restarts)
+    assert len(pods) == 3
+    assert {group_of_pod(pod.key) for pod in pods} == {group.key}

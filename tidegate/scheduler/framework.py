@@ -67,6 +67,9 @@ StaticFilter = Callable[[TaskInfo], list[tuple[str, BoolArray]]]
 StaticScore = Callable[[TaskInfo], FloatArray]
 #: Victim selection: from candidate tasks, those this plugin allows to be evicted for `task`.
 VictimFilter = Callable[[TaskInfo, list[TaskInfo]], list[TaskInfo]]
+#: A victim filter's job-wide twin: True when the filter takes no pod of the job as a victim, whatever the
+#: other candidates are (while the session stands as it is).
+VictimJobRefusal = Callable[[JobInfo], bool]
 #: Victim queue order (Volcano's VictimQueueOrderFn): a key of a victim's queue given the preemptor's queue;
 #: victims of queues with lower keys go first.
 VictimQueueKey = Callable[[QueueInfo, QueueInfo], float]
@@ -243,6 +246,11 @@ class ExtensionPoints:
     card_selector: CardSelector | None = None
     preemptable: list[VictimFilter] = field(default_factory=list)
     reclaimable: list[VictimFilter] = field(default_factory=list)
+    #: Job-wide twins of victim filters, keyed by what was registered above: an eviction search passes over
+    #: a node whose every candidate some filter's twin refuses, without asking the filters (they could take
+    #: none of them). So a twin may refuse a job only if its filter takes none of the job's pods whatever
+    #: candidates come with them (gang: a job at its minMember gives up no pod, first or not).
+    victim_job_refusals: dict[VictimFilter, VictimJobRefusal] = field(default_factory=dict)
     #: Orders victims of different queues before queue order reversed does (no switch turns it off, as in
     #: Volcano); read per eviction attempt, so it may depend on the queues' allocations.
     victim_queue_order: list[VictimQueueKey] = field(default_factory=list)

@@ -407,6 +407,12 @@ class QueueInfo:
     settled: dict[int, JobInfo] = field(default_factory=dict)
     #: What admission votes read for this queue when enqueue last judged all its waiting jobs.
     admission_state: tuple[object, ...] = ()
+    #: Neither the queue nor an ancestor names the namespaces it takes work from (None: not worked out since
+    #: a queue's spec last changed; `Session.respec_queue` forgets it).
+    every_namespace: bool | None = None
+    #: The allocation last written into a job's vote memo (`JobInfo.evict_refused`): memos written at an equal
+    #: allocation share this list, so an eviction action compares it with the queue's once a turn.
+    refused_at: list[int] | None = None
 
     @property
     def name(self) -> str:

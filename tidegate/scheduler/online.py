@@ -64,6 +64,8 @@ class OnlineScheduler:
         self._leaving: set[str] = set()
         self._listed = False
         self.report_waiting = report_waiting
+        #: A waiting job `idle` last found not hopeless (asked first next time).
+        self._not_hopeless: JobInfo | None = None
 
     # -- the cluster changes ------------------------------------------------------------------------
     def add_nodes(self, nodes: Iterable[Node]) -> None:
@@ -141,9 +143,7 @@ class OnlineScheduler:
         info = self.ssn.queues.get(queue.name)
         if info is None:
             raise ValueError(f"queue {queue.name} does not exist")
-        info.queue = queue
-        self.ssn.freed += 1  # quotas may have grown: jobs blocked on them get another look
-        self.ssn.quotas_moved += 1
+        self.ssn.respec_queue(info, queue)
 
     # -- a cycle ------------------------------------------------------------------------------------
     def cycle(self, now: float) -> Decisions:
@@ -212,7 +212,16 @@ class OnlineScheduler:
         ssn = self.ssn
         if self._listed or self._nodes_changed or self._resized or ssn.pipelined or self.report_waiting:
             return False
-        return all(ssn.hopeless(job) for job in self.waiting.values())
+        waiting = self.waiting
+        witness = self._not_hopeless  # the job that last kept it busy: most often it still does
+        if witness is not None and waiting.get(witness.key) is witness and not ssn.hopeless(witness):
+            return False
+        for job in waiting.values():
+            if not ssn.hopeless(job):
+                self._not_hopeless = job
+                return False
+        self._not_hopeless = None
+        return True
 
     def pending_reason(self, key: str) -> str:
         """Why the group is still waiting after the last cycle ("" if it is not waiting): a `Refusal`, with

@@ -679,10 +679,21 @@ class Session:
         job.valid_memo = (job.version, found)
         return found
 
+    def respec_queue(self, info: QueueInfo, queue: Queue) -> None:
+        """A queue's spec is edited live (its weight, quotas, namespaces...): it counts from now on."""
+        info.queue = queue
+        for each in self.queues.values():
+            each.every_namespace = None  # a parent's namespaces bound its children's work too
+        self.freed += 1  # quotas may have grown: jobs blocked on them get another look
+        self.quotas_moved += 1
+
     @staticmethod
     def namespace_refusal(queue: QueueInfo, namespace: str) -> Refusal | None:
         """Why the queue, or one of its ancestors, does not take work from the namespace (None if they all do)."""
-        if queue.queue.namespaces or queue.ancestors:
+        every = queue.every_namespace
+        if every is None:
+            every = queue.every_namespace = not any(level.queue.namespaces for level in (queue, *queue.ancestors))
+        if not every:
             for level in (queue, *queue.ancestors):
                 refusal = level.queue.refuses(namespace)
                 if refusal:

@@ -47,7 +47,7 @@ from tidegate.sim.meter import Level, Meter
 from tidegate.sim.outage import LinkOutages
 from tidegate.sim.spec import ScenarioSpec, SimulationSpec
 from tidegate.sim.spot import Interruptions, grace_warning, prestop
-from tidegate.sim.workload import SimJob, pod_requests, to_group
+from tidegate.sim.workload import SimJob, group_of_pod, pod_requests, to_group
 
 #: Events at the same instant run in this order: completions free capacity before a cycle uses it.
 PRIORITY_RELEASE, PRIORITY_ARRIVAL, PRIORITY_CYCLE, PRIORITY_AUTOSCALE = 0, 1, 2, 3
@@ -203,8 +203,6 @@ class Simulation:
         self._burstable: dict[str, WaitingJob] = {}
         self.running: dict[str, Running] = {}  # group key -> placed job
         self.node_pods: dict[str, set[str]] = {}  # node -> group keys with pods there
-        self.pod_group: dict[str, str] = {}  # pod key -> group key
-        self.group_pods: dict[str, list[str]] = {}
         self.finished = 0  # jobs that ended: completed or failed for good
         self.policy = policy or JobPolicy()
         #: Spot pools' interruption models (only pools that interrupt), one seeded generator each.
@@ -355,9 +353,6 @@ class Simulation:
         self.core.add_group(group, pods)
         group_key = group.key
         self._pend(group_key, job)
-        self.group_pods[group_key] = pod_keys = [pod.key for pod in pods]
-        for key in pod_keys:
-            self.pod_group[key] = group_key
         return group_key
 
     def _pend(self, group_key: str, job: SimJob) -> None:
@@ -433,7 +428,7 @@ class Simulation:
     def _apply(self, decisions: Decisions, now: float) -> None:
         placed: dict[str, list[str]] = {}
         for bind in decisions.binds:
-            group_key = self.pod_group[bind.pod]
+            group_key = group_of_pod(bind.pod)
             placed.setdefault(group_key, []).append(bind.node)
         placements = self._placements
         for group_key, nodes in placed.items():
@@ -443,7 +438,7 @@ class Simulation:
             placements.update(f"{now!r} {group_key} {' '.join(nodes)}\n".encode())
             self._start(job, group_key, nodes, now)
         for eviction in decisions.evictions:
-            group_key = self.pod_group[eviction.pod]
+            group_key = group_of_pod(eviction.pod)
             if group_key in self.running and group_key not in self.terminating:
                 placements.update(f"{now!r} {group_key} evicted\n".encode())
                 self._evicted(self.running[group_key], f"evicted: {eviction.reason}")
@@ -514,8 +509,6 @@ class Simulation:
             if not groups:
                 self.fleet.sizing.emptied(self.node_pool[node], node)
         self.core.remove_group(run.group_key)
-        for key in self.group_pods.pop(run.group_key, ()):
-            self.pod_group.pop(key, None)
         self._move_gpus(-run.local_gpus, -run.cloud_gpus, now)
         per_pod = run.job.gpus / max(len(run.nodes), 1)
         for node in run.nodes:
@@ -653,8 +646,6 @@ class Simulation:
         """Resubmit a pending job to another queue (its PodGroup is recreated there)."""
         self.core.remove_group(group_key)
         self._unpend(group_key)
-        for key in self.group_pods.pop(group_key, ()):
-            self.pod_group.pop(key, None)
         job.queue = queue
         self._submit(job)
 

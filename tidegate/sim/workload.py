@@ -227,6 +227,11 @@ def prefer_idc_and(nodes: tuple[str, ...], weight: int) -> NodeAffinity:
     return NodeAffinity(preferred=(*PREFER_IDC.preferred, PreferredSchedulingTerm(weight, data)))
 
 
+def group_of_pod(pod_key: str) -> str:
+    """The key of the group a pod made by `to_group` belongs to: its pods are named after it, `<group>-<i>`."""
+    return pod_key.rpartition("-")[0]
+
+
 def to_group(
     job: SimJob, tolerate_cloud: bool, attempt: int = 0, data_nodes: tuple[str, ...] = (), locality_weight: int = 0
 ) -> tuple[PodGroup, list[Pod]]:

@@ -109,11 +109,16 @@ def evict_for(
     A node is looked at only as far as it could help: its candidates are gathered when the search reaches it,
     and a node whose future idle room plus every candidate's request leaves the task short of some resource
     is passed before any victim filter or order is asked (its victims, a part of its candidates, would free
-    no more). Victim filters judge candidates greedily (`framework.VictimFilter`), so a node the search takes
-    means every filter accepts some candidate of all: no search over every candidate first is needed.
+    no more), and so is a node whose every candidate's job some filter's job-wide twin refuses
+    (`ExtensionPoints.victim_job_refusals`). Victim filters judge candidates greedily (`framework.VictimFilter`),
+    so a node the search takes means every filter accepts some candidate of all: no search over every
+    candidate first is needed.
     """
     if not filters:
         return False
+    twins = ssn.ext.victim_job_refusals
+    refusals = [twins[f] for f in filters if f in twins]
+    refused: dict[int, bool] = {}  # by job: nothing changes while the search goes on
     static = ssn.static_candidates(task)
     running = TaskStatus.RUNNING
     asked = task.request_nonzero or tuple((int(c), int(a)) for c, a in enumerate(task.request.tolist()) if a)
@@ -125,7 +130,9 @@ def evict_for(
         if not on:
             continue
         candidates = [t for t in on.values() if t.status is running and eligible(t)]
-        if not candidates or not _could_free(table, row, asked, candidates):
+        if not candidates or (refusals and all(_job_refused(refusals, refused, t.job) for t in candidates)):
+            continue
+        if not _could_free(table, row, asked, candidates):
             continue
         victims = ssn.victims(filters, task, victim_order(ssn, task, candidates))
         if not victims:
@@ -145,6 +152,14 @@ def evict_for(
         stmt.merge(node_stmt)
         return True
     return False
+
+
+def _job_refused(refusals: list[Callable[[JobInfo], bool]], memo: dict[int, bool], job: JobInfo) -> bool:
+    """Some victim filter's job-wide twin refuses the job (asked once a search, kept in `memo`)."""
+    found = memo.get(id(job))
+    if found is None:
+        found = memo[id(job)] = any(refuse(job) for refuse in refusals)
+    return found
 
 
 def _could_free(table: NodeTable, row: int, asked: tuple[tuple[int, int], ...], candidates: list[TaskInfo]) -> bool:
@@ -342,12 +357,12 @@ class EvictionAction(ABC):
         refused it (they read the job, the quotas and the queue's allocation), what those votes read."""
         job.evict_blocked_at[self.name] = (ssn.freed, ssn.placed)
         if voted_only:
-            job.evict_refused[self.name] = (
-                job.version,
-                ssn.table.generation,
-                ssn.quotas_moved,
-                job.queue.allocated.tolist(),
-            )
+            queue = job.queue
+            allocated: list[int] = queue.allocated.tolist()
+            shared = queue.refused_at
+            if shared is None or shared != allocated:
+                shared = queue.refused_at = allocated
+            job.evict_refused[self.name] = (job.version, ssn.table.generation, ssn.quotas_moved, shared)
         else:
             job.evict_refused.pop(self.name, None)
 
@@ -356,11 +371,16 @@ class EvictionAction(ABC):
         only grows (its jobs' victims are in other queues), so a job refused at less stays refused."""
         name, generation, quotas = self.name, ssn.table.generation, ssn.quotas_moved
         allocated = queue.allocated.tolist()
+        held: dict[int, bool] = {}  # by the memo's allocation: most of them share one (`QueueInfo.refused_at`)
 
         def skip(job: JobInfo) -> bool:
             memo = job.evict_refused.get(name)
             if memo is None or memo[0] != job.version or memo[1] != generation or memo[2] != quotas:
                 return False
-            return all(map(ge, allocated, memo[3]))  # (one resource index: equal lengths) asked of every job
+            then = memo[3]
+            found = held.get(id(then))
+            if found is None:
+                found = held[id(then)] = all(map(ge, allocated, then))  # (one resource index: equal lengths)
+            return found
 
         return skip

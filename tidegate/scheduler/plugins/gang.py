@@ -35,6 +35,7 @@ class GangPlugin(Plugin):
         ext.job_order.append(job_order)
         ext.preemptable.append(self._victims)
         ext.reclaimable.append(self._victims)
+        ext.victim_job_refusals[self._victims] = self._keeps_every_pod
 
     @staticmethod
     def _valid(job: JobInfo) -> Refusal | None:
@@ -62,6 +63,11 @@ class GangPlugin(Plugin):
             have = _task_counts(job, READY_STATUSES)
             return all(have.get(task, 0) >= need for task, need in job.group.min_task_member.items())
         return True
+
+    @staticmethod
+    def _keeps_every_pod(job: JobInfo) -> bool:
+        """`_victims` takes none of the job's pods: its gang is at minMember (and more than one pod)."""
+        return job.min_available > 1 and job.ready_num <= job.min_available
 
     @staticmethod
     def _victims(preemptor: TaskInfo, candidates: list[TaskInfo]) -> list[TaskInfo]:
