@@ -366,17 +366,18 @@ class RunningIndex:
                 if into is self.rows:
                     self._row_went(row)
 
-    def renumber(self, moved: list[int]) -> None:
+    def renumber(self, moved: list[int], later: Iterable[TaskInfo]) -> None:
         """Node rows were removed and the rest moved up (`NodeTable.remove_rows`: `moved[old]` is the new
-        row); no task indexed here was on a removed row."""
+        row); no task indexed here was on a removed row, and `later` holds every task that may be indexed after
+        the first row removed (those before it keep their number)."""
         self.rows = {moved[row]: on for row, on in self.rows.items()}
         self.ordered = None
         self.releasing = {moved[row]: on for row, on in self.releasing.items()}
-        first = moved.index(-1) if -1 in moved else len(moved)  # rows before it keep their number
         where = self.where
-        for key, row in where.items():
-            if row > first:
-                where[key] = moved[row]
+        for task in later:
+            row = where.get(id(task))
+            if row is not None:
+                where[id(task)] = moved[row]
 
     def rebuild(self, tasks: Iterable[TaskInfo]) -> None:
         """After node rows were renumbered: every running or releasing task again at its row."""

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import gc
-import math
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 
@@ -117,5 +116,7 @@ def decide_jobs(ssn: Session, jobs: Iterable[JobInfo]) -> Decisions:
         out.groups.append(GroupStatus(job_key, queue_name, phase, reason))
         if waiting:
             out.pending.append(PendingJob(job_key, queue_name, reason))
-    out.wake_at = min((wake() for wake in ssn.ext.wake_at), default=math.inf)
+    wakes = ssn.ext.wake_at
+    if wakes:  # most configurations have none (sla does)
+        out.wake_at = min(wake() for wake in wakes)
     return out

@@ -743,7 +743,12 @@ class Session:
         """Does the job want more pods placed (preempt and reclaim work for it)? As in Volcano, not when no
         plugin says so (gang and priority do)."""
         checks = self.ext.job_starving
-        return bool(checks) and all(check(job) for check in checks)
+        if not checks:
+            return False
+        for check in checks:  # noqa: SIM110 -- all() without a generator: asked of every waiting job a cycle
+            if not check(job):
+                return False
+        return True
 
     def queue_overused_reason(self, queue: QueueInfo) -> Refusal | None:
         for vote in self.ext.queue_overused:
@@ -1377,7 +1382,7 @@ class Session:
                 if task.node >= 0:
                     task.node = moved[task.node]
             if self.running is not None:
-                self.running.renumber(moved)
+                self.running.renumber(moved, later)
         kept = len(table)
         table.add_rows(joining)
         for node in resized:
