@@ -24,7 +24,7 @@ from scheduler_builders import (
 )
 
 from bench.simulation import replay_input
-from tidegate.model.objects import PodGroupPhase
+from tidegate.model.objects import NodeAffinity, PodGroupPhase
 from tidegate.scheduler import node_table, session
 from tidegate.scheduler.framework import PluginRegistry
 from tidegate.scheduler.online import OnlineScheduler
@@ -33,6 +33,7 @@ from tidegate.scheduler.plugins.proportion import ProportionPlugin
 from tidegate.scheduler.snapshot import Decisions
 from tidegate.sim.loader import SimulationInput
 from tidegate.sim.run import run_simulation
+from tidegate.sim.workload import prefer_idc_and
 
 #: No quota vote: only nodes stop a job's pods.
 NO_QUOTA = conf("allocate", "gang", "predicates")
@@ -358,3 +359,33 @@ def test_a_shape_no_node_took_says_nothing_of_shapes_with_other_tolerations_or_r
         s.add_group(case.group, case.pods)
     binds = {b.pod: b.node for b in s.cycle(2.0).binds}
     assert binds == {"default/tolerant-0": "cloud0", "default/tolerant-again-0": "cloud0"}
+
+
+def test_a_long_lived_session_keeps_only_the_pod_shapes_its_tasks_have() -> None:
+    """Data gravity gives most burst jobs a pod shape of their own (a preference for the nodes holding their
+    dataset). A session living for months must not keep a number, a placement cache and a static score sum
+    for every shape it ever saw: they go with the shape's last task, and a pod of that shape later is placed
+    as it was the first time."""
+    preferring = conf("allocate", "gang", "predicates, nodeorder")  # the preference alone picks the node
+    nodes = [node(f"n{i}", cpu=8, labels={"kubernetes.io/hostname": f"n{i}"}) for i in range(4)]
+    s = OnlineScheduler(nodes, [queue("default")], preferring, report_waiting=False)
+    preferences = [prefer_idc_and((f"n{i % 4}",), 50 + i) for i in range(40)]  # forty shapes
+
+    def place(name: str, preference: NodeAffinity, now: float) -> str:
+        arriving = job(name, requests={"cpu": 1}, affinity=preference, created=now)
+        s.add_group(arriving.group, arriving.pods)
+        (bind,) = s.cycle(now).binds
+        return bind.node
+
+    for i, preference in enumerate(preferences):
+        assert place(f"j{i}", preference, float(i)) == f"n{i % 4}"
+        if i >= 2:
+            s.remove_group(f"default/j{i - 2}")
+    ssn = s.ssn
+    live = {task.shape_id for task in ssn.tasks.values()}
+    assert len(live) == 2
+    assert set(ssn._shape_users) == live
+    assert len(ssn._shape_ids) == 2
+    assert set(ssn._shapes) <= live
+    assert len(ssn._scores) <= 3  # the two live shapes' preferences, and none of the 38 gone
+    assert place("again", preferences[5], 100.0) == "n1"  # numbered, cached and scored afresh

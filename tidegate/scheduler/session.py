@@ -281,6 +281,13 @@ class Session:
         #: Per shape number, the number of what its filters read (`fit_key`), and those numbers.
         self._fit_of: list[int] = []
         self._fit_ids: dict[tuple[object, ...], int] = {}
+        #: Per shape number some task of the session has: the shape and how many tasks have it. When the last
+        #: one leaves, what is kept for the shape goes with it (`_shape_left`): a long-lived session would
+        #: otherwise keep every shape it ever saw, and data gravity gives most burst jobs one of their own.
+        self._shape_users: dict[int, list[Any]] = {}
+        #: How many of those shapes read each set of static filter terms, and of static score terms.
+        self._mask_users: dict[tuple[object, ...], int] = {}
+        self._score_users: dict[tuple[object, ...], int] = {}
         self._pods_by_ident: dict[tuple[int, int, int, int], tuple[object, object, object, object, _PodEntry]] = {}
         #: While construction runs: (queue, request vector) -> pods, added to the queues' requests at the end.
         self._deferred_requests: dict[tuple[int, int], tuple[QueueInfo, IntArray, int]] | None = None
@@ -409,6 +416,7 @@ class Session:
         )
         deferred = self._deferred_requests
         by_ident = self._pods_by_ident
+        shape_users = self._shape_users
         tasks, counts = job.tasks, job.counts
         for pod in pods:
             # Pods from one template share the objects their shape is made of: found by identity, the
@@ -436,6 +444,12 @@ class Session:
             tasks.append(task)
             counts[_PENDING] += 1
             self.tasks[pod.key] = task
+            if shape_id >= 0:
+                used = shape_users.get(shape_id)
+                if used is None:
+                    self._shape_used(shape_id, shape)
+                else:
+                    used[1] += 1
             if best_effort:
                 self.best_effort_tasks += 1
             if pod.pod_affinity is not None:
@@ -545,11 +559,42 @@ class Session:
         shape = _shape_of(pod, pod.affinity)
         numbered = self._shape_ids.get(shape)
         if numbered is None:
-            numbered = self._shape_ids[shape] = (shape, len(self._shape_ids))
+            numbered = self._shape_ids[shape] = (shape, len(self._fit_of))  # numbers are never given twice
             # What the filters read of the shape: its requests, static terms and pod affinity (not its preferences).
             fit = (shape[0], *_filter_terms(shape), *shape[4:])
             self._fit_of.append(self._fit_ids.setdefault(fit, len(self._fit_ids)))
         return (*found, *numbered)
+
+    def _shape_used(self, shape_id: int, shape: tuple[object, ...]) -> None:
+        """A task of the session is the first to have this shape (again)."""
+        self._shape_users[shape_id] = [shape, 1]
+        for users, terms in ((self._mask_users, _filter_terms(shape)), (self._score_users, shape[2:4])):
+            users[terms] = users.get(terms, 0) + 1
+
+    def _shape_left(self, shape_id: int) -> None:
+        """A task with this shape left the session: with the last one, the shape's number, placement cache and
+        static parts no other shape reads go (a pod with the shape later is numbered and cached afresh)."""
+        used = self._shape_users.get(shape_id)
+        if used is None:
+            return
+        used[1] -= 1
+        if used[1]:
+            return
+        del self._shape_users[shape_id]
+        shape = used[0]
+        if self._shape_ids.get(shape, (None, -1))[1] == shape_id:
+            del self._shape_ids[shape]
+        self._shapes.pop(shape_id, None)
+        for users, parts, terms in (
+            (self._mask_users, self._masks, _filter_terms(shape)),
+            (self._score_users, self._scores, shape[2:4]),
+        ):
+            left = users[terms] - 1
+            if left:
+                users[terms] = left
+            else:
+                del users[terms]
+                parts.pop(terms, None)
 
     def fit_key(self, task: TaskInfo) -> object:
         """What per-shape memos of filters alone (no node fits, why not) key the task by: pod shapes that differ
@@ -1274,6 +1319,8 @@ class Session:
             if self.tasks.pop(task.key, None) is not None:
                 self.best_effort_tasks -= task.best_effort
                 self.affinity_tasks -= task.pod.pod_affinity is not None
+                if task.shape_id >= 0:
+                    self._shape_left(task.shape_id)
         if queue.settled.pop(id(job), None) is None and queue.jobs.pop(id(job), None) is None:
             queue.pending.discard(job)
         orders = self._orders  # `jobs` is in registration order: found by bisection, not a scan of every job

@@ -87,8 +87,8 @@ class CapacityPlugin(Plugin):
             }
             #: Per queue, the queue then its ancestors (`_chain`), made when first asked.
             self._chains: dict[str, list[QueueInfo]] = {}
-            #: `_allocatable`'s answers by (queue, pod shape number), with `Session.charged` when given: they
-            #: hold while no queue's allocation changes (the quotas are these inputs').
+            #: `_allocatable`'s answers by (queue, the task's request vector), with `Session.charged` when given:
+            #: they hold while no queue's allocation changes (the quotas are these inputs').
             self._allocatable_memo: dict[tuple[str, int], tuple[int, Refusal | None]] = {}
             self._inputs = inputs
             self._pods_col = ssn.index.col[PODS]
@@ -189,7 +189,8 @@ class CapacityPlugin(Plugin):
         capability at every level), asked again only once some queue's allocation changed."""
         if task.shape_id < 0:
             return self._allocatable_now(queue, task)
-        key, charged = (queue.name, task.shape_id), self.ssn.charged
+        # It reads only the task's request: tasks the session made share one vector per request, kept while it lives.
+        key, charged = (queue.name, id(task.request)), self.ssn.charged
         held = self._allocatable_memo.get(key)
         if held is not None and held[0] == charged:
             return held[1]
