@@ -361,31 +361,41 @@ def test_a_shape_no_node_took_says_nothing_of_shapes_with_other_tolerations_or_r
     assert binds == {"default/tolerant-0": "cloud0", "default/tolerant-again-0": "cloud0"}
 
 
-def test_a_long_lived_session_keeps_only_the_pod_shapes_its_tasks_have() -> None:
+def test_a_long_lived_session_keeps_only_the_pod_shapes_its_tasks_have(monkeypatch: pytest.MonkeyPatch) -> None:
     """Data gravity gives most burst jobs a pod shape of their own (a preference for the nodes holding their
     dataset). A session living for months must not keep a number, a placement cache and a static score sum
-    for every shape it ever saw: they go with the shape's last task, and a pod of that shape later is placed
-    as it was the first time."""
+    for every shape it ever saw: they go some shapes after the shape's last task (the last few unused ones
+    stay, for shapes that come and go with their jobs), and a pod of a forgotten shape is placed as it was the
+    first time."""
+    monkeypatch.setattr(session, "KEEP_UNUSED_SHAPES", 3)
     preferring = conf("allocate", "gang", "predicates, nodeorder")  # the preference alone picks the node
     nodes = [node(f"n{i}", cpu=8, labels={"kubernetes.io/hostname": f"n{i}"}) for i in range(4)]
     s = OnlineScheduler(nodes, [queue("default")], preferring, report_waiting=False)
     preferences = [prefer_idc_and((f"n{i % 4}",), 50 + i) for i in range(40)]  # forty shapes
 
-    def place(name: str, preference: NodeAffinity, now: float) -> str:
+    def place(name: str, preference: NodeAffinity, now: float) -> int:
         arriving = job(name, requests={"cpu": 1}, affinity=preference, created=now)
         s.add_group(arriving.group, arriving.pods)
         (bind,) = s.cycle(now).binds
-        return bind.node
+        assert bind.node == f"n{preferences.index(preference) % 4}"
+        return s.ssn.tasks[bind.pod].shape_id
 
+    numbers = []
     for i, preference in enumerate(preferences):
-        assert place(f"j{i}", preference, float(i)) == f"n{i % 4}"
+        numbers.append(place(f"j{i}", preference, float(i)))
         if i >= 2:
             s.remove_group(f"default/j{i - 2}")
     ssn = s.ssn
     live = {task.shape_id for task in ssn.tasks.values()}
-    assert len(live) == 2
-    assert set(ssn._shape_users) == live
-    assert len(ssn._shape_ids) == 2
-    assert set(ssn._shapes) <= live
-    assert len(ssn._scores) <= 3  # the two live shapes' preferences, and none of the 38 gone
-    assert place("again", preferences[5], 100.0) == "n1"  # numbered, cached and scored afresh
+    assert live == set(numbers[-2:])
+    kept = set(numbers[-5:])  # and the three left last
+    assert set(ssn._shape_users) == kept
+    assert len(ssn._shape_ids) == 5
+    assert set(ssn._shapes) <= kept
+    assert len(ssn._scores) <= 6  # the five shapes' preferences, none of the 35 forgotten
+    assert place("back", preferences[36], 100.0) == numbers[36]  # kept: the same number and cache
+    again = place("again", preferences[5], 101.0)  # forgotten: numbered, cached and scored afresh
+    assert again not in numbers
+    for name in ("j38", "j39", "again"):  # three more unused: the oldest unused ones go, not one in use
+        s.remove_group(f"default/{name}")
+    assert set(ssn._shape_users) == {numbers[36], numbers[38], numbers[39], again}

@@ -66,6 +66,10 @@ SCALAR_EXPLAIN_ROWS = 256
 #: Pod entries a long-lived session keeps by the identity of a pod's request, selector, affinity and
 #: tolerations (arrivals from one template share them: their entry is found without building the shape).
 MAX_IDENT_ENTRIES = 4096
+#: Pod shapes no task has any more whose caches a long-lived session keeps (the ones left last): a shape that
+#: comes and goes with its jobs (a pod list's requests) is not cached afresh every time, while one-off shapes
+#: (data gravity's, one per burst job) do not pile up.
+KEEP_UNUSED_SHAPES = 256
 
 
 @dataclass(slots=True)
@@ -281,10 +285,12 @@ class Session:
         #: Per shape number, the number of what its filters read (`fit_key`), and those numbers.
         self._fit_of: list[int] = []
         self._fit_ids: dict[tuple[object, ...], int] = {}
-        #: Per shape number some task of the session has: the shape and how many tasks have it. When the last
-        #: one leaves, what is kept for the shape goes with it (`_shape_left`): a long-lived session would
-        #: otherwise keep every shape it ever saw, and data gravity gives most burst jobs one of their own.
+        #: Per shape number some task of the session has, or had lately: the shape and how many tasks have it.
+        #: What is kept for a shape goes some time after its last task left (`_shape_left`): a long-lived session
+        #: would otherwise keep every shape it ever saw, and data gravity gives most burst jobs one of their own.
         self._shape_users: dict[int, list[Any]] = {}
+        #: The shapes no task has, the one left longest ago first: the last `KEEP_UNUSED_SHAPES` of them stay.
+        self._unused_shapes: dict[int, None] = {}
         #: How many of those shapes read each set of static filter terms, and of static score terms.
         self._mask_users: dict[tuple[object, ...], int] = {}
         self._score_users: dict[tuple[object, ...], int] = {}
@@ -449,6 +455,8 @@ class Session:
                 if used is None:
                     self._shape_used(shape_id, shape)
                 else:
+                    if not used[1]:
+                        del self._unused_shapes[shape_id]  # back before it was forgotten
                     used[1] += 1
             if best_effort:
                 self.best_effort_tasks += 1
@@ -572,16 +580,25 @@ class Session:
             users[terms] = users.get(terms, 0) + 1
 
     def _shape_left(self, shape_id: int) -> None:
-        """A task with this shape left the session: with the last one, the shape's number, placement cache and
-        static parts no other shape reads go (a pod with the shape later is numbered and cached afresh)."""
+        """A task with this shape left the session. After the last one the shape waits among the unused ones;
+        the oldest beyond `KEEP_UNUSED_SHAPES` is forgotten (`_forget_shape`)."""
         used = self._shape_users.get(shape_id)
         if used is None:
             return
         used[1] -= 1
         if used[1]:
             return
-        del self._shape_users[shape_id]
-        shape = used[0]
+        unused = self._unused_shapes
+        unused[shape_id] = None
+        if len(unused) > KEEP_UNUSED_SHAPES:
+            oldest = next(iter(unused))
+            del unused[oldest]
+            self._forget_shape(oldest)
+
+    def _forget_shape(self, shape_id: int) -> None:
+        """The shape's number, placement cache and the static parts no other shape reads go (a pod with the
+        shape later is numbered and cached afresh: numbers are never given twice)."""
+        shape = self._shape_users.pop(shape_id)[0]
         if self._shape_ids.get(shape, (None, -1))[1] == shape_id:
             del self._shape_ids[shape]
         self._shapes.pop(shape_id, None)
