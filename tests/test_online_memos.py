@@ -232,13 +232,9 @@ def test_a_remembered_turn_writes_its_reason_again_over_what_another_check_wrote
     s.cycle(2.0)
     no_node = s.pending_reason(waiting.key)
     assert "insufficient cpu" in no_node
-    spec = s.ssn.queues["default"].queue
-    s.set_queue(dataclasses.replace(spec, namespaces=("elsewhere",)))
-    s.cycle(3.0)
-    assert "namespace(s) elsewhere only" in s.pending_reason(waiting.key)
-    s.set_queue(spec)
-    s.cycle(4.0)
-    assert s.pending_reason(waiting.key) == no_node
+    during, after = _reasons_while_namespaces_edited(s, "default", waiting.key, 3.0)
+    assert "namespace(s) elsewhere only" in during
+    assert after == no_node
 
 
 def test_a_parent_queue_edited_to_take_other_namespaces_stops_its_children_s_work() -> None:
@@ -254,13 +250,21 @@ def test_a_parent_queue_edited_to_take_other_namespaces_stops_its_children_s_wor
     s.add_group(waiting.group, waiting.pods)
     s.cycle(1.0)
     assert "namespace" not in s.pending_reason(waiting.key)
-    root = s.ssn.queues["root"].queue
-    s.set_queue(dataclasses.replace(root, namespaces=("elsewhere",)))
-    s.cycle(2.0)
-    assert "queue root takes work from namespace(s) elsewhere only" in s.pending_reason(waiting.key)
-    s.set_queue(root)
-    s.cycle(3.0)
-    assert "namespace" not in s.pending_reason(waiting.key)
+    during, after = _reasons_while_namespaces_edited(s, "root", waiting.key, 2.0)
+    assert "queue root takes work from namespace(s) elsewhere only" in during
+    assert "namespace" not in after
+
+
+def _reasons_while_namespaces_edited(s: OnlineScheduler, name: str, key: str, now: float) -> tuple[str, str]:
+    """The group's reason after a cycle in which queue `name` takes work from namespace `elsewhere` only, and
+    after the next, with the queue's spec as it was."""
+    spec = s.ssn.queues[name].queue
+    s.set_queue(dataclasses.replace(spec, namespaces=("elsewhere",)))
+    s.cycle(now)
+    during = s.pending_reason(key)
+    s.set_queue(spec)
+    s.cycle(now + 1)
+    return during, s.pending_reason(key)
 
 
 def test_a_remembered_turn_writes_its_reason_again_when_the_gang_lost_a_pod() -> None:
