@@ -214,6 +214,11 @@ def _filter_terms(shape: tuple[object, ...]) -> tuple[object, ...]:
     return (shape[1], affinity.required if isinstance(affinity, NodeAffinity) else None, shape[3])
 
 
+def _score_terms(shape: tuple[object, ...]) -> tuple[object, ...]:
+    """What static scores read of a pod shape (`_shape_of`): its node affinity and tolerations."""
+    return shape[2:4]
+
+
 def _shape_of(pod: Pod, affinity: NodeAffinity | None) -> tuple[object, ...]:
     shape = (pod.requests, tuple(sorted(pod.node_selector.items())), affinity, pod.tolerations)
     # pods with other pod (anti-)affinity terms fare differently: a failed one says nothing of the other
@@ -294,6 +299,9 @@ class Session:
         #: How many of those shapes read each set of static filter terms, and of static score terms.
         self._mask_users: dict[tuple[object, ...], int] = {}
         self._score_users: dict[tuple[object, ...], int] = {}
+        #: The static filters' masks and the static scores' sums, by the terms they read (`_static_parts`).
+        self._masks: dict[tuple[object, ...], StaticPart] = {}
+        self._scores: dict[tuple[object, ...], StaticPart] = {}
         self._pods_by_ident: dict[tuple[int, int, int, int], tuple[object, object, object, object, _PodEntry]] = {}
         #: While construction runs: (queue, request vector) -> pods, added to the queues' requests at the end.
         self._deferred_requests: dict[tuple[int, int], tuple[QueueInfo, IntArray, int]] | None = None
@@ -314,9 +322,6 @@ class Session:
         self._open_plugins()
         self._shapes: dict[int, ShapeCache] = {}  # by shape number
         self._shapes_by_key: dict[tuple[object, ...], ShapeCache] = {}  # tasks made outside _build_jobs
-        #: The static filters' masks and the static scores' sums, by the terms they read (`_static_parts`).
-        self._masks: dict[tuple[object, ...], StaticPart] = {}
-        self._scores: dict[tuple[object, ...], StaticPart] = {}
         self._dynamic: dict[Resources, DynamicCache] = {}
 
     # -- construction ------------------------------------------------------------------------------
@@ -573,10 +578,20 @@ class Session:
             self._fit_of.append(self._fit_ids.setdefault(fit, len(self._fit_ids)))
         return (*found, *numbered)
 
+    def _static_users(
+        self, shape: tuple[object, ...]
+    ) -> tuple[tuple[dict[tuple[object, ...], int], dict[tuple[object, ...], StaticPart], tuple[object, ...]], ...]:
+        """For the static filters' and the static scores' parts: the shapes in use per terms, the parts, and the
+        shape's terms (`_static_parts`)."""
+        return (
+            (self._mask_users, self._masks, _filter_terms(shape)),
+            (self._score_users, self._scores, _score_terms(shape)),
+        )
+
     def _shape_used(self, shape_id: int, shape: tuple[object, ...]) -> None:
         """A task of the session is the first to have this shape (again)."""
         self._shape_users[shape_id] = [shape, 1]
-        for users, terms in ((self._mask_users, _filter_terms(shape)), (self._score_users, shape[2:4])):
+        for users, _, terms in self._static_users(shape):
             users[terms] = users.get(terms, 0) + 1
 
     def _shape_left(self, shape_id: int) -> None:
@@ -602,10 +617,7 @@ class Session:
         if self._shape_ids.get(shape, (None, -1))[1] == shape_id:
             del self._shape_ids[shape]
         self._shapes.pop(shape_id, None)
-        for users, parts, terms in (
-            (self._mask_users, self._masks, _filter_terms(shape)),
-            (self._score_users, self._scores, shape[2:4]),
-        ):
+        for users, parts, terms in self._static_users(shape):
             left = users[terms] - 1
             if left:
                 users[terms] = left
@@ -895,7 +907,7 @@ class Session:
                     passing &= passes
             passing.flags.writeable = False
             mask = self._masks[filtered] = StaticPart(passing)
-        scored = task.shape[2:4]  # what static scores read: node affinity, tolerations (`_shape_of`)
+        scored = _score_terms(task.shape)
         score = self._scores.get(scored)
         if score is None:
             summed = np.zeros(len(self.table), dtype=np.float64)
