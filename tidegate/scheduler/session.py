@@ -277,6 +277,7 @@ class Session:
         #: Bumped (with `freed`) when a queue's quota may have moved other than with the node table: a queue
         #: edited, a deserved share recomputed from demand. What reclaim's memo of refused attempts reads.
         self.quotas_moved = 0
+        self._specs: tuple[Queue, ...] | None = None  # `queue_specs`, until a spec is edited
         #: Bumped whenever some queue's allocation changes (a pod charged to it or given back).
         self.charged = 0
         self._failed: dict[object, int] = {}  # `fit_key` -> `freed` when it found no node
@@ -756,10 +757,18 @@ class Session:
     def respec_queue(self, info: QueueInfo, queue: Queue) -> None:
         """A queue's spec is edited live (its weight, quotas, namespaces...): it counts from now on."""
         info.queue = queue
+        self._specs = None
         for each in self.queues.values():
             each.every_namespace = None  # a parent's namespaces bound its children's work too
         self.freed += 1  # quotas may have grown: jobs blocked on them get another look
         self.quotas_moved += 1
+
+    def queue_specs(self) -> tuple[Queue, ...]:
+        """Every queue's spec, in the session's order (one tuple until a spec is edited)."""
+        specs = self._specs
+        if specs is None:
+            specs = self._specs = tuple([info.queue for info in self.queues.values()])
+        return specs
 
     @staticmethod
     def namespace_refusal(queue: QueueInfo, namespace: str) -> Refusal | None:

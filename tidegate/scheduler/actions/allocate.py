@@ -15,17 +15,22 @@ from tidegate.scheduler.info import JobInfo, QueueInfo, TaskInfo, TaskStatus
 from tidegate.scheduler.refusal import Refusal
 from tidegate.scheduler.session import Session
 
+_PENDING = TaskStatus.PENDING
+
 
 def schedulable_jobs(ssn: Session, queue: QueueInfo, skip_blocked: bool = False) -> list[JobInfo]:
     """Jobs of the queue with pending pods that the session may place now (with `skip_blocked`, not
     those allocate failed while nothing has been freed since)."""
     gated = "enqueue" in ssn.config.actions
     out = []
+    freed, generation = ssn.freed, ssn.table.generation
     # Jobs waiting for admission (phase Pending) are enqueue's, unless there is no enqueue.
     for job in queue.jobs.values() if gated else queue.unsettled():
-        if not job.counts[TaskStatus.PENDING]:
+        pending = job.counts[_PENDING]
+        if not pending:
             continue
-        if skip_blocked and (job.blocked_at == ssn.freed or ssn.hopeless(job)):
+        # (`Session.hopeless`, inlined: this runs for every job with pending pods every cycle)
+        if skip_blocked and (job.blocked_at == freed or job.hopeless_at == (generation, pending)):
             continue
         reason = ssn.job_invalid_reason(job)
         if reason:
@@ -77,7 +82,10 @@ class Allocate:
         seq = count()
         jobs: dict[str, _Line] = {}
         queue_heap: list[tuple[tuple[object, ...], int, QueueInfo]] = []
+        gated = "enqueue" in ssn.config.actions
         for queue in ssn.queues.values():
+            if gated and not queue.jobs:
+                continue  # no admitted job (those waiting for admission are enqueue's): none to place
             ready = schedulable_jobs(ssn, queue, skip_blocked=True)
             if ready:
                 keyed = len(ready) > 1  # a lone job needs no key: it is taken first whatever its key

@@ -45,7 +45,7 @@ def _admission_state(ssn: Session, queue: QueueInfo) -> tuple[bytes, tuple[objec
     """What admission votes read for the queue's jobs besides the jobs themselves: the cluster total,
     every queue's spec, and the usage (allocated plus reserved) of the queue and each ancestor."""
     usage = np.concatenate([level.allocated + level.inqueue for level in (queue, *queue.ancestors)])
-    return ssn.total.tobytes(), tuple(q.queue for q in ssn.queues.values()), usage
+    return ssn.total.tobytes(), ssn.queue_specs(), usage
 
 
 def _only_grew(then: tuple[object, ...], now: tuple[bytes, tuple[object, ...], IntArray]) -> bool:
@@ -78,7 +78,11 @@ class Enqueue:
         for queue in ssn.queues.values():
             total = None  # what the queue's jobs reserve, summed before it is added to each level (integers)
             for job in queue.jobs.values():  # admitted jobs: those waiting for admission reserve nothing
-                reserved = _reserved(job)
+                held = job.reserved_memo  # `_reserved`'s memo read here: this runs for every job every cycle
+                if held is not None and held[0] == job.version and held[1] is job.phase:
+                    reserved = held[2]
+                else:
+                    reserved = _reserved(job)
                 if reserved is not None:
                     total = reserved.copy() if total is None else np.add(total, reserved, out=total)
             if total is not None:
