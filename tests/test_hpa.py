@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 import yaml
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from tidegate.autoscale.hpa import (
@@ -1107,6 +1107,17 @@ def test_changes_never_exceed_the_policies_within_a_period(
 
 @given(st.floats(min_value=0, max_value=1e15, allow_nan=False, allow_infinity=False))
 def test_a_float_sample_rounds_up_to_milli_units_exactly_as_its_quantity_does(value: float) -> None:
+    assert to_milli(value) == math.ceil(parse_quantity(value) * 1000)
+
+
+@given(st.integers(min_value=-(10**12), max_value=10**12), st.integers(min_value=-3, max_value=3))
+@example(2007, 0)  # 2.007 x 1000.0 is 2007.0000000000002 in floats: its ceiling alone would say 2008
+@example(-2007, 0)
+def test_a_float_sample_a_few_ulps_from_a_whole_milli_unit_rounds_up_as_its_quantity_does(n: int, ulps: int) -> None:
+    # Where the float product alone could round across the integer, to_milli must read the decimal.
+    value = n / 1000
+    for _ in range(abs(ulps)):
+        value = math.nextafter(value, math.copysign(math.inf, ulps))
     assert to_milli(value) == math.ceil(parse_quantity(value) * 1000)
 
 

@@ -382,8 +382,14 @@ def to_milli(value: QuantityLike) -> int:
     if type(value) is float and math.isfinite(value):
         if value.is_integer() and -_EXACT_FLOAT_INT < value < _EXACT_FLOAT_INT:
             return int(value) * 1000  # "N.0" is the float's shortest repr: the same ceiling, exactly
-        # parse_quantity reads a float as its shortest decimal repr; Decimal holds that exactly, and the
-        # product stays exact in its 28 digits: the same ceiling, without building a Fraction.
+        # parse_quantity reads a float as its shortest decimal repr d. The float product lies within
+        # |value| x 1000 x 2^-52 of d x 1000; unless that is near an integer, their ceilings agree (the HPA
+        # sync reads such sums of seconds every 15 s). Otherwise Decimal holds d exactly, and the product
+        # stays exact in its 28 digits: the same ceiling, without building a Fraction.
+        product = value * 1000.0
+        ceiling = math.ceil(product)
+        if ceiling - product > abs(product) * _NEAR_INTEGER and product - (ceiling - 1) > abs(product) * _NEAR_INTEGER:
+            return ceiling
         return math.ceil(Decimal(repr(value)) * 1000)
     if isinstance(value, Fraction):
         return math.ceil(value * 1000)
@@ -392,6 +398,10 @@ def to_milli(value: QuantityLike) -> int:
 
 #: Integral floats below this in size print as their exact integer ("N.0"); above it, repr may round.
 _EXACT_FLOAT_INT: Final = float(2**53)
+#: A float product this close to an integer, relative to its size, is rounded through Decimal (`to_milli`):
+#: far wider than the float's own error (2^-52 relative); a sample of ordinary size is a whole number of
+#: milli-units that close only when it is one.
+_NEAR_INTEGER: Final = 1e-9
 
 
 @dataclass(frozen=True, slots=True)

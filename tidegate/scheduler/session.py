@@ -10,7 +10,7 @@ from bisect import bisect_left
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import numpy as np
 
@@ -118,11 +118,22 @@ class StaticPart:
 
     array: np.ndarray
     _values: list[Any] | None = None
+    _reads: int = 0  # rows read from the array itself (`rows`) before the list was made
 
     def values(self) -> list[Any]:
         if self._values is None:
             self._values = self.array.tolist()
         return self._values
+
+    def rows(self, count: int) -> Sequence[Any]:
+        """Something to read `count` rows from: the array itself until the rows read would have paid for the
+        list (a row read from the array costs about what 16 rows cost to list), then the list. A shape placed
+        once (data gravity gives most burst jobs their own) then never lists every node."""
+        if self._values is None:
+            self._reads += count
+            if self._reads << 4 < len(self.array):
+                return cast(Sequence[Any], self.array)
+        return self.values()
 
 
 @dataclass(slots=True)
@@ -891,7 +902,8 @@ class Session:
             if len(pending) > SCALAR_TOTAL_ROWS:
                 cache.total = self._totals(cache.mask.array, cache.score.array, dynamic)
             else:  # the same sums in Python floats (IEEE doubles, added in the same order)
-                mask_list, static_list, total = cache.mask.values(), cache.score.values(), cache.total
+                count = len(pending)
+                mask_list, static_list, total = cache.mask.rows(count), cache.score.rows(count), cache.total
                 fit_list, score_lists = dynamic.fit_list, dynamic.score_lists
                 for row in pending:
                     if mask_list[row] and fit_list[row]:
