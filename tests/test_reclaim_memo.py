@@ -8,7 +8,7 @@ import dataclasses
 from types import SimpleNamespace
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 from scheduler_builders import conf, evicted, job, node, queue, res
 
@@ -16,6 +16,7 @@ from tidegate.model.objects import PodGroupPhase
 from tidegate.scheduler.actions.reclaim import Reclaim
 from tidegate.scheduler.info import QueueInfo, TaskInfo
 from tidegate.scheduler.online import OnlineScheduler
+from tidegate.scheduler.plugins.capacity import CapacityPlugin
 from tidegate.scheduler.plugins.gang import GangPlugin
 from tidegate.scheduler.session import Session
 
@@ -117,3 +118,69 @@ def test_gang_s_job_twin_refuses_exactly_the_jobs_whose_pods_it_never_takes(
             assert id(one) not in taken
         alone = GangPlugin._victims(None, [SimpleNamespace(job=one)])  # type: ignore[arg-type]
         assert bool(alone) is not refused
+
+
+# -- a reclaim vote's queue-wide twin ------------------------------------------------------------------------
+def test_a_queue_at_its_deserved_share_is_passed_over_without_asking_for_its_jobs(asked: list[str]) -> None:
+    """a holds its whole deserved 4 GPUs: one more GPU takes it past its share, so capacity refuses every task
+    it could ask for, and reclaim passes over the queue without asking the votes about a3
+    (`ExtensionPoints.queue_reclaim_refusals`). Once a holds less, a3 is asked, and reclaims."""
+    s = cluster()
+    a3 = job("a3", queue="a", requests={"nvidia.com/gpu": 2})
+    s.remove_group("default/a2")
+    grow = job("a-more", queue="a", requests={"nvidia.com/gpu": 2}, running_on=["n2"], gpu_indices=[(0, 1)])
+    grow.group.phase = PodGroupPhase.RUNNING
+    s.remove_group("default/b2")  # n2 frees its 4 GPUs: a's second pod takes 2 of them
+    s.add_group(grow.group, grow.pods)
+    blocker = job("b3", queue="b", requests={"nvidia.com/gpu": 2}, running_on=["n2"], gpu_indices=[(2, 3)])
+    blocker.group.phase = PodGroupPhase.RUNNING
+    s.add_group(blocker.group, blocker.pods)  # every GPU is taken again: a holds 4, b holds 4
+    s.add_group(a3.group, a3.pods)
+    asked.clear()
+    assert evicted(s.cycle(2.0)) == [] and asked == []
+    s.remove_group("default/a-more")  # a holds 2 now: 2 + 2 is within its deserved 4 ...
+    b4 = job("b4", queue="b", requests={"nvidia.com/gpu": 2}, running_on=["n2"], gpu_indices=[(0, 1)])
+    b4.group.phase = PodGroupPhase.RUNNING
+    s.add_group(b4.group, b4.pods)  # ... and b takes the 2 GPUs a gave back
+    decisions = s.cycle(3.0)
+    assert asked == ["default/a3"]
+    assert evicted(decisions)
+
+
+@given(
+    st.integers(0, 8),
+    st.integers(0, 64),
+    st.integers(0, 10),
+    st.integers(0, 80),
+    st.lists(st.tuples(st.integers(0, 4), st.integers(0, 8)).filter(any), min_size=1, max_size=6),
+)
+@example(0, 4, 0, 3, [(0, 1)])  # one more millicore reaches the deserved 4m exactly: not refused
+def test_capacity_s_queue_twin_refuses_a_queue_only_when_its_vote_refuses_every_task(
+    deserved_gpus: int, deserved_cpus: int, held_gpus: int, held_cpus: int, asks: list[tuple[int, int]]
+) -> None:
+    """The twin may say a queue reclaims nothing only if capacity's vote refuses each task it could ask for
+    (GPUs in cards, CPU in millicores: a task asks at least one unit of the quota's finest grain)."""
+    deserved = _gpus_and_millicores(deserved_gpus, deserved_cpus)
+    s = OnlineScheduler(
+        [node("n1", cpu=64, gpus=8)],
+        [queue("a", capability={"nvidia.com/gpu": 16, "cpu": 128}, deserved=deserved or None)],
+        RECLAIMING,
+        report_waiting=False,
+    )
+    for i, (gpus, cpus) in enumerate(asks):
+        asking = job(f"a{i}", queue="a", requests=_gpus_and_millicores(gpus, cpus))
+        s.add_group(asking.group, asking.pods)
+    ssn = s.ssn
+    capacity = next(p for p in ssn.plugins if isinstance(p, CapacityPlugin))
+    info = ssn.queues["a"]
+    info.allocated = ssn.vector(res(_gpus_and_millicores(held_gpus, held_cpus)))
+    refused_all = capacity._reclaims_nothing(info)
+    votes = [capacity._may_reclaim(info, task) for task in ssn.tasks.values()]
+    if refused_all:
+        assert all(votes)
+    assert ssn.queue_reclaims_nothing(info) is refused_all
+
+
+def _gpus_and_millicores(gpus: int, millicores: int) -> dict[str, object]:
+    """A resource map with the nonzero ones of the two."""
+    return {k: v for k, v in (("nvidia.com/gpu", gpus), ("cpu", f"{millicores}m")) if v and v != "0m"}

@@ -70,6 +70,7 @@ VictimFilter = Callable[[TaskInfo, list[TaskInfo]], list[TaskInfo]]
 #: A victim filter's job-wide twin: True when the filter takes no pod of the job as a victim, whatever the
 #: other candidates are (while the session stands as it is).
 VictimJobRefusal = Callable[[JobInfo], bool]
+QueueRefusal = Callable[[QueueInfo], bool]
 #: Victim queue order (Volcano's VictimQueueOrderFn): a key of a victim's queue given the preemptor's queue;
 #: victims of queues with lower keys go first.
 VictimQueueKey = Callable[[QueueInfo, QueueInfo], float]
@@ -223,6 +224,11 @@ class ExtensionPoints:
     #: allocation, refused at any at least as high on every resource (reclaim remembers a job its votes
     #: refused by the allocation they read, and skips it while that holds).
     queue_reclaim_allowed: list[AllocatableVote] = field(default_factory=list)
+    #: Queue-wide twins of those votes, keyed by what was registered above: True only when the vote refuses
+    #: every task the queue could ask for now (each asks at least one unit of something). Reclaim then passes
+    #: over the queue without looking at its jobs; it remembers nothing of them, and a memo written earlier
+    #: still holds only while the queue holds at least as much (`queue_reclaim_allowed` is monotone).
+    queue_reclaim_refusals: dict[AllocatableVote, QueueRefusal] = field(default_factory=dict)
     #: Static filters may read only the pod's node selector, required node affinity and tolerations, static
     #: scores only its node affinity and tolerations, and both the node table's labels, taints and
     #: schedulability: pod shapes with the same terms share their results while the table's generation holds.

@@ -861,6 +861,12 @@ class Session:
     def queue_may_reclaim(self, queue: QueueInfo, task: TaskInfo) -> bool:
         return all(vote(queue, task) is None for vote in self.ext.queue_reclaim_allowed)
 
+    def queue_reclaims_nothing(self, queue: QueueInfo) -> bool:
+        """Some reclaim vote refuses every task of the queue now, as its queue-wide twin says
+        (`ExtensionPoints.queue_reclaim_refusals`)."""
+        twins = self.ext.queue_reclaim_refusals
+        return any(twins[vote](queue) for vote in self.ext.queue_reclaim_allowed if vote in twins)
+
     def victims(
         self,
         filters: list[Callable[[TaskInfo, list[TaskInfo]], list[TaskInfo]]],

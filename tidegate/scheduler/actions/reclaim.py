@@ -14,7 +14,7 @@ class Reclaim(EvictionAction):
     reason = "reclaimed by queue {queue} for {job}"
 
     def skip_queue(self, ssn: Session, queue: QueueInfo) -> bool:
-        return ssn.queue_overused_reason(queue) is not None
+        return ssn.queue_overused_reason(queue) is not None or ssn.queue_reclaims_nothing(queue)
 
     def may_try(self, ssn: Session, queue: QueueInfo, task: TaskInfo) -> bool:
         return ssn.queue_may_reclaim(queue, task)

@@ -39,6 +39,7 @@ class CapacityPlugin(Plugin):
         ext.job_enqueueable.append(self._enqueueable)
         ext.reclaimable.append(self._reclaimable)
         ext.queue_reclaim_allowed.append(self._may_reclaim)
+        ext.queue_reclaim_refusals[self._may_reclaim] = self._reclaims_nothing
         if ssn.hierarchical:
             ext.victim_queue_order.append(self._victim_queue_order)
 
@@ -46,7 +47,7 @@ class CapacityPlugin(Plugin):
         """Quotas for the queue specs and nodes as the cycle starts."""
         # Quotas depend only on the queue specs and the cluster's nodes: a session that lives across
         # cycles recomputes them only when one of those changed.
-        inputs = (ssn.table.generation, tuple(q.queue for q in ssn.queues.values()))
+        inputs = (ssn.table.generation, ssn.queue_specs())
         if getattr(self, "_inputs", None) != inputs:
             self.ssn = ssn
             self.dims = ssn.quota_mask
@@ -266,6 +267,15 @@ class CapacityPlugin(Plugin):
             if share is not None and future <= share:
                 within = True
         return None if within else Refusal(f"queue {queue.name} is at its deserved share", RefusalCode.AT_DESERVED)
+
+    def _reclaims_nothing(self, queue: QueueInfo) -> bool:
+        """`_may_reclaim`'s queue-wide twin: it refuses every task of the queue (each asks at least one unit
+        of something) when the queue is detached, or when one more unit would take it past every deserved
+        amount it has (a queue at its share on each resource: the common case for a queue with a backlog)."""
+        if queue.name in self.detached:
+            return True
+        allocated = queue.allocated.tolist()
+        return all(float(allocated[col] + 1) > share for col, share in self._deserved_cols[queue.name].items())
 
     def _reclaimable(self, reclaimer: TaskInfo, candidates: list[TaskInfo]) -> list[TaskInfo]:
         """Victims that hold some resource the reclaimer asks for (pod slots aside: Volcano's
