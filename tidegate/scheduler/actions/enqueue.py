@@ -41,6 +41,23 @@ def _reserved(job: JobInfo) -> IntArray | None:
     return reserved
 
 
+def _reserve(ssn: Session) -> None:
+    """Each queue's `inqueue`: what its admitted jobs still reserve of their minResources, its children's too."""
+    for queue in ssn.queues.values():
+        total = None  # what the queue's jobs reserve, summed before it is added to each level (integers)
+        for job in queue.jobs.values():  # admitted jobs: those waiting for admission reserve nothing
+            held = job.reserved_memo  # `_reserved`'s memo read here: this runs for every job every cycle
+            if held is not None and held[0] == job.version and held[1] is job.phase:
+                reserved = held[2]
+            else:
+                reserved = _reserved(job)
+            if reserved is not None:
+                total = reserved.copy() if total is None else np.add(total, reserved, out=total)
+        if total is not None:
+            for level in (queue, *queue.ancestors):
+                level.inqueue += total
+
+
 def _admission_state(ssn: Session, queue: QueueInfo) -> tuple[bytes, tuple[object, ...], IntArray]:
     """What admission votes read for the queue's jobs besides the jobs themselves: the cluster total,
     every queue's spec, and the usage (allocated plus reserved) of the queue and each ancestor."""
@@ -75,21 +92,18 @@ class Enqueue:
     name: ClassVar[str] = "enqueue"
 
     def execute(self, ssn: Session) -> None:
-        for queue in ssn.queues.values():
-            total = None  # what the queue's jobs reserve, summed before it is added to each level (integers)
-            for job in queue.jobs.values():  # admitted jobs: those waiting for admission reserve nothing
-                held = job.reserved_memo  # `_reserved`'s memo read here: this runs for every job every cycle
-                if held is not None and held[0] == job.version and held[1] is job.phase:
-                    reserved = held[2]
-                else:
-                    reserved = _reserved(job)
-                if reserved is not None:
-                    total = reserved.copy() if total is None else np.add(total, reserved, out=total)
-            if total is not None:
-                for level in (queue, *queue.ancestors):
-                    level.inqueue += total
-        for queue in ssn.in_queue_order(q for q in ssn.queues.values() if q.jobs or q.pending):
-            if ssn.ext.job_enqueue_permit:
+        permits = bool(ssn.ext.job_enqueue_permit)
+        freed = ssn.freed
+        # The queues with a waiting job to judge: with permits every waiting one, else those not refused since
+        # `freed` last moved (`_admit` passes over the others). Admitting in one queue leaves another's as it is.
+        judging = [
+            q for q in ssn.queues.values() if q.pending and (permits or len(q.pending) > q.pending.blocked_now(freed))
+        ]
+        if not judging:
+            return  # what admitted jobs reserve (`QueueInfo.inqueue`) is read by the votes alone: not needed
+        _reserve(ssn)
+        for queue in ssn.in_queue_order(judging):
+            if permits:
                 self._admit_each(ssn, queue)
             else:
                 self._admit(ssn, queue)
