@@ -184,3 +184,25 @@ def test_capacity_s_queue_twin_refuses_a_queue_only_when_its_vote_refuses_every_
 def _gpus_and_millicores(gpus: int, millicores: int) -> dict[str, object]:
     """A resource map with the nonzero ones of the two."""
     return {k: v for k, v in (("nvidia.com/gpu", gpus), ("cpu", f"{millicores}m")) if v and v != "0m"}
+
+
+def test_reclaim_s_victim_queues_are_the_queues_whose_pods_it_finds_eligible() -> None:
+    """The search reads candidates by queue (`EvictionAction.victim_queues`) instead of asking `eligible` of each
+    pod: both must say the same of every running pod, for every reclaiming queue."""
+    s = OnlineScheduler(
+        [node("n1", cpu=64, gpus=4)],
+        [queue("a"), queue("b"), queue("c", reclaimable=False)],
+        RECLAIMING,
+        report_waiting=False,
+    )
+    for name in ("a", "b", "c"):
+        running = job(f"{name}1", queue=name, requests={"cpu": 1}, running_on=["n1"])
+        running.group.phase = PodGroupPhase.RUNNING
+        s.add_group(running.group, running.pods)
+    ssn, reclaim = s.ssn, Reclaim()
+    tasks = list(ssn.tasks.values())
+    for info in ssn.queues.values():
+        givers = reclaim.victim_queues(ssn, info)
+        for victim in tasks:
+            assert (id(victim.job.queue) in givers) is reclaim.eligible(info, tasks[0], victim)
+        assert id(info) not in givers and id(ssn.queues["c"]) not in givers

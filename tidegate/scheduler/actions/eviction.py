@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from functools import partial
 from operator import ge
 from typing import ClassVar, cast
@@ -102,9 +102,11 @@ def evict_for(
     reason: str,
     quota_fits: Callable[[], bool] | None = None,
     rows: list[int] | None = None,
+    victim_queues: Collection[int] | None = None,
 ) -> bool:
     """Evict victims on the first suitable node (in row order; `rows`: `sorted(by_node)`, if known) until the
-    task fits there, then pipeline it.
+    task fits there, then pipeline it. With `victim_queues` (ids of QueueInfo), a running pod is a candidate
+    when its job's queue is one of them, and `eligible` is not asked (`EvictionAction.victim_queues`).
 
     quota_fits, when given, must also hold before the task is pipelined (preempt: the task's queue may take
     it once its own victims leave, like Volcano's preemptorFitsOnNode); otherwise the node is left alone.
@@ -132,7 +134,10 @@ def evict_for(
         on = by_node.get(row)
         if not on:
             continue
-        candidates = [t for t in on.values() if t.status is running and eligible(t)]
+        if victim_queues is None:
+            candidates = [t for t in on.values() if t.status is running and eligible(t)]
+        else:
+            candidates = [t for t in on.values() if t.status is running and id(t.job.queue) in victim_queues]
         if not candidates or (refusals and all(_job_refused(refusals, refused, t.job) for t in candidates)):
             continue
         if not _could_free(table, row, asked, candidates):
@@ -269,6 +274,11 @@ class EvictionAction(ABC):
     def quota_fits(self, ssn: Session, queue: QueueInfo, task: TaskInfo) -> Callable[[], bool] | None:
         return None
 
+    def victim_queues(self, ssn: Session, queue: QueueInfo) -> frozenset[int] | None:
+        """When `eligible` reads only the victim's queue: the queues (ids of QueueInfo) whose running pods may
+        make room for the queue's jobs, so the search asks no pod (a pass reads hundreds of them); else None."""
+        return None
+
     def attempt_key(self, task: TaskInfo) -> tuple[object, ...]:
         """What an attempt for `task` depends on besides the cluster state: attempts with equal keys in
         the same state end alike (the task's job by default)."""
@@ -293,6 +303,7 @@ class EvictionAction(ABC):
             # A job the votes refused stays refused while what they read holds; with victims only in other
             # queues, nothing this queue's turn commits undoes that (its allocation only grows by it).
             still_refused = None if self.victims_in_own_queue else self._still_refused(ssn, queue)
+            givers = self.victim_queues(ssn, queue)
             for job in starving_jobs(ssn, queue, still_refused):
                 if job.evict_blocked_at.get(name) == (ssn.freed, ssn.placed):
                     continue  # failed before, and nothing was freed or placed since
@@ -341,6 +352,7 @@ class EvictionAction(ABC):
                         reason=self.reason.format(job=job.key, queue=queue.name),
                         quota_fits=self.quota_fits(ssn, queue, task),
                         rows=rows,
+                        victim_queues=givers,
                     )
                     if not placed and not stmt.ops:
                         failed.add(key)

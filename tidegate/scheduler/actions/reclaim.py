@@ -23,7 +23,15 @@ class Reclaim(EvictionAction):
         return (task.job.queue.name, task.shape_key, task.job.priority, task.priority)
 
     def eligible(self, queue: QueueInfo, task: TaskInfo, victim: TaskInfo) -> bool:
-        return victim.job.queue is not queue and victim.job.queue.queue.reclaimable
+        return _gives_to(victim.job.queue, queue)
+
+    def victim_queues(self, ssn: Session, queue: QueueInfo) -> frozenset[int]:
+        return frozenset(id(other) for other in ssn.queues.values() if _gives_to(other, queue))
 
     def filters(self, ssn: Session) -> list[VictimFilter]:
         return ssn.ext.reclaimable
+
+
+def _gives_to(victims: QueueInfo, reclaimer: QueueInfo) -> bool:
+    """Pods of `victims` may be reclaimed for `reclaimer`: another queue, marked reclaimable."""
+    return victims is not reclaimer and victims.queue.reclaimable
