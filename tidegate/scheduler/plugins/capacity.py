@@ -19,12 +19,16 @@ from tidegate.model.resources import GPU_MEMORY, GPU_MILLI, NVIDIA_GPU, PODS
 from tidegate.scheduler.framework import Plugin
 from tidegate.scheduler.info import JobInfo, QueueInfo, TaskInfo
 from tidegate.scheduler.node_table import FloatArray
-from tidegate.scheduler.plugins.quota import amount, as_float, capability_cap, first_exceeded
+from tidegate.scheduler.plugins.quota import amount, as_float, capability_cap
 from tidegate.scheduler.refusal import Refusal, RefusalCode
 from tidegate.scheduler.session import Session
 
 #: Resources that are GPU cards or parts of one.
 CARD_RESOURCES = (NVIDIA_GPU, GPU_MEMORY, GPU_MILLI)
+
+
+#: `CapacityPlugin._limit_reason` keeps at most this many refusals (then starts again).
+MAX_REFUSALS = 4096
 
 
 class CapacityPlugin(Plugin):
@@ -91,6 +95,8 @@ class CapacityPlugin(Plugin):
             #: `_allocatable`'s answers by (queue, the task's request vector), with `Session.charged` when given:
             #: they hold while no queue's allocation changes (the quotas are these inputs').
             self._allocatable_memo: dict[tuple[str, int], tuple[int, Refusal | None]] = {}
+            #: `_limit_reason`'s refusals by (queue, resource column, amount held).
+            self._refusals: dict[tuple[str, int, int], Refusal] = {}
             self._inputs = inputs
             self._pods_col = ssn.index.col[PODS]
             #: GPU card resources count as one when a victim's request is matched against the reclaimer's:
@@ -166,17 +172,22 @@ class CapacityPlugin(Plugin):
             level = depth
         return -float(level)
 
-    def _limit_reason(self, queue: QueueInfo, used: FloatArray, dims: Any, current: FloatArray) -> Refusal | None:
-        real = self.real_capability[queue.name]
-        col = first_exceeded(used, real, dims)
-        if col is None:
-            return None
-        index = self.ssn.index
-        return Refusal(
-            f"queue {queue.name} at capability {index.names[col]} "
-            f"{amount(index, col, float(current[col]))}/{amount(index, col, float(real[col]))}",
-            RefusalCode.AT_CAPABILITY,
-        )
+    def _limit_reason(self, queue: QueueInfo, col: int, current: int) -> Refusal:
+        """The refusal of a queue (or ancestor) that holds `current` of resource `col` and would go past its real
+        capability there (the first such resource the vote met, in column order). The same refusal for the same
+        amount held: kept until the quotas change (votes refuse many jobs at one usage)."""
+        key = (queue.name, col, current)
+        found = self._refusals.get(key)
+        if found is None:
+            if len(self._refusals) >= MAX_REFUSALS:
+                self._refusals.clear()
+            index, real = self.ssn.index, float(self.real_capability[queue.name][col])
+            found = self._refusals[key] = Refusal(
+                f"queue {queue.name} at capability {index.names[col]} "
+                f"{amount(index, col, float(current))}/{amount(index, col, real)}",
+                RefusalCode.AT_CAPABILITY,
+            )
+        return found
 
     def _detached_reason(self, queue: QueueInfo) -> Refusal | None:
         if queue.name not in self.detached:
@@ -219,8 +230,7 @@ class CapacityPlugin(Plugin):
             for col, asked in asked_cols:
                 limit = limits.get(col)
                 if limit is not None and asked > 0 and float(allocated[col]) + float(asked) > limit:
-                    current = as_float(level.allocated)
-                    return self._limit_reason(level, current + task.request, self.dims & (task.request > 0), current)
+                    return self._limit_reason(level, col, allocated[col])
         return None
 
     def _enqueueable(self, job: JobInfo) -> Refusal | None:
@@ -241,9 +251,7 @@ class CapacityPlugin(Plugin):
             for col, least in asked:
                 limit = limits.get(col)
                 if limit is not None and float(allocated[col] + inqueue[col]) + float(least) > limit:
-                    current = as_float(level.allocated + level.inqueue)
-                    dims = self.dims & (job.min_resources > 0)
-                    return self._limit_reason(level, current + job.min_resources, dims, current)
+                    return self._limit_reason(level, col, allocated[col] + inqueue[col])
         return None
 
     def _may_reclaim(self, queue: QueueInfo, task: TaskInfo) -> Refusal | None:
