@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import dataclasses
 from types import SimpleNamespace
+from unittest.mock import patch
 
 import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
-from scheduler_builders import conf, evicted, job, node, queue, res
+from scheduler_builders import conf, evicted, job, node, pipelined, queue, res
 
 from tidegate.model.objects import PodGroupPhase
 from tidegate.scheduler.actions.reclaim import Reclaim
@@ -206,3 +207,58 @@ def test_reclaim_s_victim_queues_are_the_queues_whose_pods_it_finds_eligible() -
         for victim in tasks:
             assert (id(victim.job.queue) in givers) is reclaim.eligible(info, tasks[0], victim)
         assert id(info) not in givers and id(ssn.queues["c"]) not in givers
+
+
+# -- a search that starts where an equal one found its node --------------------------------------------------
+def _reclaim_decisions(b_pods: list[int], a_asks: list[int], b_gangs: bool, resume: bool) -> tuple[object, ...]:
+    """One cycle of a cluster where queue b borrowed every GPU (`b_pods[i]` one-GPU pods on node i, the rest
+    held by a pod of queue c that may not be reclaimed) and queue a, deserving all of them, asks for
+    `a_asks` GPUs per job (two jobs per ask): what reclaim evicts and where it nominates a's pods."""
+    nodes = [node(f"n{i}", cpu=64, gpus=4) for i in range(len(b_pods))]
+    s = OnlineScheduler(
+        nodes,
+        [
+            queue("a", capability={"nvidia.com/gpu": 64}, deserved={"nvidia.com/gpu": 64}),
+            queue("b", capability={"nvidia.com/gpu": 64}),
+            queue("c", capability={"nvidia.com/gpu": 64}, reclaimable=False),
+        ],
+        RECLAIMING,
+        report_waiting=False,
+    )
+    for i, count in enumerate(b_pods):
+        placed = [(f"b{i}", "b", count, tuple(range(count))), (f"c{i}", "c", 4 - count, tuple(range(count, 4)))]
+        for name, in_queue, pods, cards in placed:
+            if not pods:
+                continue
+            running = job(
+                name,
+                queue=in_queue,
+                replicas=pods,
+                min_member=pods if b_gangs and in_queue == "b" else 1,
+                requests={"nvidia.com/gpu": 1},
+                running_on=[f"n{i}"] * pods,
+                gpu_indices=[(card,) for card in cards],
+            )
+            running.group.phase = PodGroupPhase.RUNNING
+            s.add_group(running.group, running.pods)
+    for i, gpus in enumerate(a_asks * 2):
+        asking = job(f"a{i}", queue="a", requests={"nvidia.com/gpu": gpus}, created=float(i))
+        s.add_group(asking.group, asking.pods)
+    with patch.object(Reclaim, "resumes_searches", lambda self, ssn: resume):
+        decisions = s.cycle(1.0)
+    return evicted(decisions), sorted(pipelined(decisions).items())
+
+
+@given(
+    st.lists(st.integers(0, 4), min_size=1, max_size=6),
+    st.lists(st.integers(1, 4), min_size=1, max_size=3),
+    st.booleans(),
+)
+@example([0, 4, 4], [1], False)  # the second a job with the first's key finds room on the first's node
+def test_reclaim_starting_where_an_equal_search_found_its_node_decides_as_searching_every_node(
+    b_pods: list[int], a_asks: list[int], b_gangs: bool
+) -> None:
+    """`EvictionAction.resumes_searches`: the nodes before the one an equal attempt took stay unsuitable, so
+    starting there evicts and nominates exactly what a search from the first node does."""
+    resumed = _reclaim_decisions(b_pods, a_asks, b_gangs, resume=True)
+    assert resumed == _reclaim_decisions(b_pods, a_asks, b_gangs, resume=False)

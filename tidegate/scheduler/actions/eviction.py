@@ -103,10 +103,13 @@ def evict_for(
     quota_fits: Callable[[], bool] | None = None,
     rows: list[int] | None = None,
     victim_queues: Collection[int] | None = None,
-) -> bool:
+    start: int = 0,
+) -> int:
     """Evict victims on the first suitable node (in row order; `rows`: `sorted(by_node)`, if known) until the
-    task fits there, then pipeline it. With `victim_queues` (ids of QueueInfo), a running pod is a candidate
-    when its job's queue is one of them, and `eligible` is not asked (`EvictionAction.victim_queues`).
+    task fits there, then pipeline it; returns the node's position in `rows` (-1: none suits). The search
+    starts at position `start` (`EvictionAction.execute` knows the nodes before it do not suit). With
+    `victim_queues` (ids of QueueInfo), a running pod is a candidate when its job's queue is one of them, and
+    `eligible` is not asked (`EvictionAction.victim_queues`).
 
     quota_fits, when given, must also hold before the task is pipelined (preempt: the task's queue may take
     it once its own victims leave, like Volcano's preemptorFitsOnNode); otherwise the node is left alone.
@@ -120,7 +123,7 @@ def evict_for(
     candidate first is needed.
     """
     if not filters:
-        return False
+        return -1
     twins = ssn.ext.victim_job_refusals
     refusals = [twins[f] for f in filters if f in twins]
     refused: dict[int, bool] = {}  # by job: nothing changes while the search goes on
@@ -128,7 +131,9 @@ def evict_for(
     running = TaskStatus.RUNNING
     asked = task.request_nonzero or tuple((int(c), int(a)) for c, a in enumerate(task.request.tolist()) if a)
     table = ssn.table
-    for row in rows if rows is not None else sorted(by_node):
+    order = rows if rows is not None else sorted(by_node)
+    for position in range(start, len(order)):
+        row = order[position]
         if not static[row]:
             continue
         on = by_node.get(row)
@@ -158,8 +163,8 @@ def evict_for(
             continue
         node_stmt.pipeline(task, row, nominated_cards(ssn, task, row))
         stmt.merge(node_stmt)
-        return True
-    return False
+        return position
+    return -1
 
 
 def _job_refused(refusals: list[Callable[[JobInfo], bool]], memo: dict[int, bool], job: JobInfo) -> bool:
@@ -288,6 +293,17 @@ class EvictionAction(ABC):
     #: may then change a job of the queue, so a job its votes refused is looked at again at its turn.
     victims_in_own_queue: ClassVar[bool] = False
 
+    def resumes_searches(self, ssn: Session) -> bool:
+        """Whether a node that did not suit an attempt stays unsuitable for an equal attempt while the action
+        goes on, so a later one starts where the last found its node. Equal attempts (their key names the
+        queue) come in one queue's turn, where only its jobs act. When victims are of other queues and no pod
+        affinity is read, what a turn does to a node (evicting victims of other queues, nominating a task of
+        its own) leaves the node less room and fewer candidates, and the victim filters refuse no fewer (gang
+        as jobs lose pods, capacity, proportion and hdrf as victim queues lose allocation and this one gains);
+        a discarded statement puts the node back as it was. Like the failed attempts an action shares, this
+        takes equal attempts to end alike in the same state."""
+        return not self.victims_in_own_queue and not ssn.ext.placement_filters
+
     def execute(self, ssn: Session) -> None:
         by_node: dict[int, dict[int, TaskInfo]] | None = None  # looked at on first need: most cycles starve no one
         rows: list[int] = []
@@ -296,6 +312,10 @@ class EvictionAction(ABC):
         failed: set[tuple[object, ...]] = set()
         # Those of them refused by the queue's votes alone, having read no node or victim.
         refused: set[tuple[object, ...]] = set()
+        # Where the last search of an attempt key found its node (a position in `rows`): the nodes before it
+        # did not suit, and nothing this action does makes one suit (`resumes`), so an equal attempt starts there.
+        found_at: dict[tuple[object, ...], int] = {}
+        resumes = self.resumes_searches(ssn)
         name = self.name
         for queue in ssn.in_queue_order(q for q in ssn.queues.values() if q.jobs):  # others starve no one
             if self.skip_queue(ssn, queue):
@@ -342,7 +362,7 @@ class EvictionAction(ABC):
                         assert ssn.running is not None
                         rows = ssn.running.sorted_rows()
                     voted_only = False
-                    placed = evict_for(
+                    position = evict_for(
                         ssn,
                         stmt,
                         task,
@@ -353,8 +373,11 @@ class EvictionAction(ABC):
                         quota_fits=self.quota_fits(ssn, queue, task),
                         rows=rows,
                         victim_queues=givers,
+                        start=found_at.get(key, 0) if resumes else 0,
                     )
-                    if not placed and not stmt.ops:
+                    if position >= 0:
+                        found_at[key] = position
+                    elif not stmt.ops:
                         failed.add(key)
                 if ssn.job_pipelined(job):
                     stmt.commit()
