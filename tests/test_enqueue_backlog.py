@@ -255,3 +255,22 @@ def test_a_pass_after_a_departure_does_not_walk_the_refused_backlog() -> None:
     s.cycle(3.0)
     assert 0 < votes <= 12
     assert all(s.pending_reason(key) for key, j in s.jobs.items() if j.phase is PodGroupPhase.PENDING)
+
+
+def test_what_admitted_jobs_reserve_is_summed_again_when_one_of_them_goes() -> None:
+    """Enqueue keeps a queue's sum of reservations while its jobs' memos are the same (`QueueInfo.reserved_sum`):
+    j1 and j3 wait admitted (no node has 4 GPUs), reserving 8 of the queue's 12; j2 asks 6 and is refused.
+    Once j1 is gone, 4 + 6 fit: j2 is admitted (and waits for a node)."""
+    nodes = [node(f"n{i}", cpu=64, gpus=2) for i in range(6)]
+    s = OnlineScheduler(nodes, [queue("a", capability={"nvidia.com/gpu": 12})], CAPPED)
+    for name, gpus in (("j1", 4), ("j3", 4)):
+        admitted = job(name, queue="a", requests={"nvidia.com/gpu": gpus}, min_resources={"nvidia.com/gpu": gpus})
+        s.add_group(admitted.group, admitted.pods)
+    s.cycle(1.0)
+    late = job("j2", queue="a", requests={"nvidia.com/gpu": 6}, min_resources={"nvidia.com/gpu": 6})
+    s.add_group(late.group, late.pods)
+    s.cycle(2.0)
+    assert "capability" in s.pending_reason(late.key)
+    s.remove_group("default/j1")
+    s.cycle(3.0)
+    assert "capability" not in s.pending_reason(late.key) and "nodes" in s.pending_reason(late.key)

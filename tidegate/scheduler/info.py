@@ -15,6 +15,9 @@ from tidegate.scheduler.node_table import IntArray
 from tidegate.scheduler.pending import Cover, PendingJobs
 from tidegate.scheduler.refusal import Refusal
 
+#: `(version, phase, reserved)`: what enqueue last found a job's minResources still reserve (None: nothing).
+ReservedMemo = tuple[int, PodGroupPhase, IntArray | None]
+
 
 class TaskStatus(Enum):
     PENDING = "Pending"
@@ -141,7 +144,7 @@ class JobInfo:
     #: `(version, reason)` of the last `Session.job_invalid_reason`.
     valid_memo: tuple[int, Refusal | None] | None = None
     #: `(version, phase, reserved)`: what enqueue last found the job's minResources still reserve.
-    reserved_memo: tuple[int, PodGroupPhase, IntArray | None] | None = None
+    reserved_memo: ReservedMemo | None = None
     #: Enqueue has judged the job since its queue's admission state last changed (`QueueInfo.admission_state`;
     #: read it as `enqueue_seen`, like `reason`).
     enqueue_seen_raw: bool = False
@@ -408,6 +411,9 @@ class QueueInfo:
     settled: dict[int, JobInfo] = field(default_factory=dict)
     #: What admission votes read for this queue when enqueue last judged all its waiting jobs.
     admission_state: tuple[object, ...] = ()
+    #: What enqueue last summed of its jobs' reservations: their memos (`JobInfo.reserved_memo`, those
+    #: reserving something, in order) and the sum; while the memos are the same objects, so is the sum.
+    reserved_sum: tuple[list[ReservedMemo], IntArray] | None = None
     #: Neither the queue nor an ancestor names the namespaces it takes work from (None: not worked out since
     #: a queue's spec last changed; `Session.respec_queue` forgets it).
     every_namespace: bool | None = None

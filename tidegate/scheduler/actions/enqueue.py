@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import dataclasses
 from bisect import bisect_left, bisect_right
+from operator import is_
 from typing import ClassVar
 
 import numpy as np
 
 from tidegate.model.objects import PodGroupPhase
-from tidegate.scheduler.info import JobInfo, QueueInfo, TaskStatus
+from tidegate.scheduler.info import JobInfo, QueueInfo, ReservedMemo, TaskStatus
 from tidegate.scheduler.node_table import IntArray
 from tidegate.scheduler.pending import Cover, Entry, Key, PendingJobs, _entry_key
 from tidegate.scheduler.session import Session
@@ -42,20 +43,30 @@ def _reserved(job: JobInfo) -> IntArray | None:
 
 
 def _reserve(ssn: Session) -> None:
-    """Each queue's `inqueue`: what its admitted jobs still reserve of their minResources, its children's too."""
+    """Each queue's `inqueue`: what its admitted jobs still reserve of their minResources, its children's too.
+    The sum is kept while every job's reservation memo is the one it was made of (most cycles change none)."""
     for queue in ssn.queues.values():
-        total = None  # what the queue's jobs reserve, summed before it is added to each level (integers)
+        memos: list[ReservedMemo] = []  # the memos of the jobs reserving something, in order
+        arrays: list[IntArray] = []  # what they reserve
         for job in queue.jobs.values():  # admitted jobs: those waiting for admission reserve nothing
             held = job.reserved_memo  # `_reserved`'s memo read here: this runs for every job every cycle
-            if held is not None and held[0] == job.version and held[1] is job.phase:
-                reserved = held[2]
-            else:
-                reserved = _reserved(job)
-            if reserved is not None:
-                total = reserved.copy() if total is None else np.add(total, reserved, out=total)
-        if total is not None:
-            for level in (queue, *queue.ancestors):
-                level.inqueue += total
+            if held is None or held[0] != job.version or held[1] is not job.phase:
+                _reserved(job)
+                held = job.reserved_memo
+                assert held is not None
+            if held[2] is not None:
+                memos.append(held)
+                arrays.append(held[2])
+        if not memos:
+            continue
+        kept = queue.reserved_sum
+        if kept is not None and len(kept[0]) == len(memos) and all(map(is_, kept[0], memos)):
+            total = kept[1]
+        else:  # integers: the same sum in any order
+            total = np.sum(arrays, axis=0) if len(arrays) > 1 else arrays[0]
+            queue.reserved_sum = (memos, total)
+        for level in (queue, *queue.ancestors):
+            level.inqueue += total
 
 
 def _admission_state(ssn: Session, queue: QueueInfo) -> tuple[bytes, tuple[object, ...], IntArray]:
