@@ -398,6 +398,8 @@ class QueueInfo:
     children: list[QueueInfo] = field(default_factory=list)
     allocated: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     request: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    #: What its admitted jobs (and its children's) still reserve of their minResources: made by enqueue in a
+    #: cycle where it judges a waiting job, for the admission votes (nothing else reads it).
     inqueue: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     #: Admitted jobs the actions look at (by id, in the order they came), not those still waiting for admission
     #: (PodGroup phase Pending: in `pending`); in a long-lived session, settled jobs (fully placed gangs that

@@ -1588,10 +1588,8 @@ class Session:
     def reopen(self, now: float) -> None:
         """Start a new cycle over the current state: plugins recompute their per-cycle figures (shares,
         deserved), keeping their registrations while the node table is the same and every plugin reopens
-        in place (else all register afresh); admitted jobs' reservations are recounted by enqueue."""
+        in place (else all register afresh); admitted jobs' reservations are recounted by enqueue when it judges."""
         self.now = now
-        for queue in self.queues.values():
-            queue.inqueue.fill(0)
         if self._opened_on == self.table.generation and self._in_place:
             for plugin in self.plugins:
                 plugin.on_cycle_open(self)

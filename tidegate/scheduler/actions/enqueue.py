@@ -46,6 +46,8 @@ def _reserve(ssn: Session) -> None:
     """Each queue's `inqueue`: what its admitted jobs still reserve of their minResources, its children's too.
     The sum is kept while every job's reservation memo is the one it was made of (most cycles change none)."""
     for queue in ssn.queues.values():
+        queue.inqueue.fill(0)
+    for queue in ssn.queues.values():
         memos: list[ReservedMemo] = []  # the memos of the jobs reserving something, in order
         arrays: list[IntArray] = []  # what they reserve
         for job in queue.jobs.values():  # admitted jobs: those waiting for admission reserve nothing
