@@ -46,6 +46,8 @@ class EagerEnqueue:
 
     def execute(self, ssn: Session) -> None:
         for q in ssn.queues.values():
+            q.inqueue.fill(0)  # the reservations are made again every pass
+        for q in ssn.queues.values():
             for j in q.jobs.values():
                 from tidegate.scheduler.actions.enqueue import _reserved
 
