@@ -70,6 +70,8 @@ VictimFilter = Callable[[TaskInfo, list[TaskInfo]], list[TaskInfo]]
 #: A victim filter's job-wide twin: True when the filter takes no pod of the job as a victim, whatever the
 #: other candidates are (while the session stands as it is).
 VictimJobRefusal = Callable[[JobInfo], bool]
+#: A reclaim vote's queue-wide twin: True when the vote refuses every task the queue could ask for (while the
+#: session stands as it is).
 QueueRefusal = Callable[[QueueInfo], bool]
 #: Victim queue order (Volcano's VictimQueueOrderFn): a key of a victim's queue given the preemptor's queue;
 #: victims of queues with lower keys go first.
