@@ -49,9 +49,9 @@ class EagerEnqueue:
             q.inqueue.fill(0)  # the reservations are made again every pass
         for q in ssn.queues.values():
             for j in q.jobs.values():
-                from tidegate.scheduler.actions.enqueue import _reserved
+                from tidegate.scheduler.actions.enqueue import _reservation
 
-                reserved = _reserved(j)
+                reserved = _reservation(j)[2]
                 if reserved is not None:
                     for level in (q, *q.ancestors):
                         level.inqueue += reserved

@@ -23,14 +23,12 @@ def schedulable_jobs(ssn: Session, queue: QueueInfo, skip_blocked: bool = False)
     those allocate failed while nothing has been freed since)."""
     gated = "enqueue" in ssn.config.actions
     out = []
-    freed, generation = ssn.freed, ssn.table.generation
+    freed = ssn.freed
     # Jobs waiting for admission (phase Pending) are enqueue's, unless there is no enqueue.
     for job in queue.jobs.values() if gated else queue.unsettled():
-        pending = job.counts[_PENDING]
-        if not pending:
+        if not job.counts[_PENDING]:
             continue
-        # (`Session.hopeless`, inlined: this runs for every job with pending pods every cycle)
-        if skip_blocked and (job.blocked_at == freed or job.hopeless_at == (generation, pending)):
+        if skip_blocked and (job.blocked_at == freed or ssn.hopeless(job)):
             continue
         reason = ssn.job_invalid_reason(job)
         if reason:

@@ -29,17 +29,18 @@ def _still_reserved(job: JobInfo) -> bool:
     return bool(counts[TaskStatus.PENDING] or counts[TaskStatus.PIPELINED] or not job.min_within_requests)
 
 
-def _reserved(job: JobInfo) -> IntArray | None:
-    """The part of the job's minResources it still holds in its queue (None for none), remembered until
-    the job's pods or phase change (what it reads besides minResources, fixed once the job exists)."""
+def _reservation(job: JobInfo) -> ReservedMemo:
+    """`(version, phase, reserved)`: the part of the job's minResources it still holds in its queue (None for
+    none), remembered until the job's pods or phase change (what it reads besides minResources, fixed once the
+    job exists)."""
     held = job.reserved_memo
     if held is not None and held[0] == job.version and held[1] is job.phase:
-        return held[2]
+        return held
     reserved = None
     if _still_reserved(job) and job.min_resources.any():
         reserved = np.maximum(job.min_resources - job.allocated, 0)
-    job.reserved_memo = (job.version, job.phase, reserved)
-    return reserved
+    held = job.reserved_memo = (job.version, job.phase, reserved)
+    return held
 
 
 def _reserve(ssn: Session) -> None:
@@ -51,11 +52,7 @@ def _reserve(ssn: Session) -> None:
         memos: list[ReservedMemo] = []  # the memos of the jobs reserving something, in order
         arrays: list[IntArray] = []  # what they reserve
         for job in queue.jobs.values():  # admitted jobs: those waiting for admission reserve nothing
-            held = job.reserved_memo  # `_reserved`'s memo read here: this runs for every job every cycle
-            if held is None or held[0] != job.version or held[1] is not job.phase:
-                _reserved(job)
-                held = job.reserved_memo
-                assert held is not None
+            held = _reservation(job)
             if held[2] is not None:
                 memos.append(held)
                 arrays.append(held[2])

@@ -36,14 +36,13 @@ def running_by_node(ssn: Session) -> dict[int, dict[int, TaskInfo]]:
 def starving_jobs(ssn: Session, queue: QueueInfo, skip: Callable[[JobInfo], bool] | None = None) -> list[JobInfo]:
     """Admitted, valid jobs of the queue that cannot run as they are, in job order (without those `skip`
     says to leave out, asked first)."""
-    generation = ssn.table.generation
     starving = [
         job
         for job in queue.jobs.values()  # admitted jobs (those waiting for admission are elsewhere)
         if job.phase is not _WAITING
-        and (pending := job.counts[_PENDING])  # it has pending pods (without listing them)
+        and job.counts[_PENDING]  # it has pending pods (without listing them)
         and (skip is None or not skip(job))
-        and job.hopeless_at != (generation, pending)  # `Session.hopeless`, inlined (every job, every cycle)
+        and not ssn.hopeless(job)
         and ssn.job_invalid_reason(job) is None
         and ssn.job_starving(job)
     ]

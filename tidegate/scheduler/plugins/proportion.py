@@ -40,7 +40,7 @@ class ProportionPlugin(Plugin):
         """Real capabilities and deserved shares for the queues with jobs, as the cycle starts."""
         # Limits depend only on the queue specs and the cluster's nodes: a session that lives across
         # cycles recomputes them only when one of those changed (like capacity's quotas).
-        specs = (ssn.table.generation, tuple(q.queue for q in ssn.queues.values()))
+        specs = (ssn.table.generation, ssn.queue_specs())
         if getattr(self, "_specs", None) != specs:
             self._specs = specs
             self._set_limits(ssn)
