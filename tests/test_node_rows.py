@@ -23,7 +23,7 @@ from tidegate.sim.run import WORKLOAD_RESOURCES
 CONFIG = conf(
     "enqueue, allocate, reclaim, preempt, backfill",
     "priority, gang",
-    "predicates, proportion, nodeorder, binpack, gpushare",
+    "drf, predicates, proportion, nodeorder, binpack, gpushare",
 )
 ARRAYS = (
     "alloc",
@@ -99,6 +99,9 @@ op = st.one_of(  # nodes come and go with pods on them
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(op, min_size=1, max_size=60))
 @example([("join", 8, False), ("join", 8, False), ("join", 2, False), ("running", 2, "a"), ("leave", 0), ("cycle",)])
+@example(  # the running rows were listed in order, then a node before a running pod's leaves: the list moves up too
+    [("join", 8, False), ("join", 8, False), ("running", 1, "a"), ("cycle",), ("leave", 0), ("cycle",)]
+)
 @example(  # a whole-card gang preempting another on a node (its cards promised to it), which then leaves
     [
         ("join", 8, False),
@@ -207,6 +210,17 @@ def test_rows_changed_in_place_hold_what_a_rebuilt_table_holds(operations: list[
             assert indexed[0] == indexed[1]
             same_dynamic_results(both[0], both[1])
             same_label_and_taint_indexes(both[0], both[1])
+            for s in both:
+                held_keys_are_fresh(s)
+
+
+def held_keys_are_fresh(scheduler: OnlineScheduler) -> None:
+    """Every job's key as the session holds it (across node tables for a job whose pods are all pending) is
+    the key its plugins give now: drf's share, which reads the cluster's total, among them."""
+    ssn = scheduler.ssn
+    for info in ssn.jobs:
+        fresh = (*[key(info) for key in ssn.ext.job_order], info.group.created, info.key)
+        assert ssn.job_key(info) == fresh
 
 
 def same_label_and_taint_indexes(in_place: OnlineScheduler, rebuilt: OnlineScheduler) -> None:

@@ -200,7 +200,8 @@ class ExtensionPoints:
     """Everything plugins registered for one session, in tier order."""
 
     #: Job order keys may read only the job (its pods' statuses, allocation, priority, group) and the
-    #: node table: sessions hold a job's key until one of those changes.
+    #: node table, the table only through what the job holds (drf's share of the cluster): sessions hold a
+    #: job's key until one of those changes, and the key of a job whose pods are all pending across tables.
     job_order: list[OrderKey] = field(default_factory=list)
     queue_order: list[OrderKey] = field(default_factory=list)
     task_order: list[OrderKey] = field(default_factory=list)

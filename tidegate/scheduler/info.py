@@ -139,7 +139,7 @@ class JobInfo:
     #: `(version, explanation, reason written)` of the last such turn's end: while they hold, the next one
     #: writes the same (`Allocate._no_node`).
     no_node_said: tuple[int, str, str] | None = None
-    #: `(version, node table generation, job key)` of the last `Session.job_key`.
+    #: `(version, node table generation, job key)` of the last `Session.job_key` (generation -1: any table).
     key_memo: tuple[int, int, tuple[object, ...]] | None = None
     #: `(version, reason)` of the last `Session.job_invalid_reason`.
     valid_memo: tuple[int, Refusal | None] | None = None
@@ -372,15 +372,25 @@ class RunningIndex:
     def renumber(self, moved: list[int], later: Iterable[TaskInfo]) -> None:
         """Node rows were removed and the rest moved up (`NodeTable.remove_rows`: `moved[old]` is the new
         row); no task indexed here was on a removed row, and `later` holds every task that may be indexed after
-        the first row removed (those before it keep their number)."""
-        self.rows = {moved[row]: on for row, on in self.rows.items()}
-        self.ordered = None
-        self.releasing = {moved[row]: on for row, on in self.releasing.items()}
+        the first row removed (those before it keep their number, and so do their rows here)."""
         where = self.where
+        renamed: set[int] = set()  # the old rows of the tasks that move
         for task in later:
             row = where.get(id(task))
-            if row is not None:
+            if row is not None and moved[row] != row:
+                renamed.add(row)
                 where[id(task)] = moved[row]
+        if not renamed:
+            return
+        ordered = sorted(renamed)
+        for into in (self.rows, self.releasing):
+            taken = [(row, into.pop(row)) for row in ordered if row in into]
+            for row, on in taken:  # new rows are below old ones and above the rows kept: none is taken twice
+                into[moved[row]] = on
+        if self.ordered is not None:
+            first = bisect_left(self.ordered, ordered[0])
+            self.ordered = [*self.ordered[:first], *[moved[row] for row in self.ordered[first:]]]
+            self.lent = False
 
     def rebuild(self, tasks: Iterable[TaskInfo]) -> None:
         """After node rows were renumbered: every running or releasing task again at its row."""

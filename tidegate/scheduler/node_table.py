@@ -267,6 +267,7 @@ class NodeTable:
         ):
             setattr(self, name, getattr(self, name)[keep])
         self.promised_total -= sum(self.promised[row] for row in gone)
+        gone_names = [self.names[row] for row in order]
         for name in (
             "card_free_bits",
             "promised",
@@ -278,7 +279,11 @@ class NodeTable:
             "taints",
         ):
             setattr(self, name, without_rows(getattr(self, name), order))
-        self.row = dict(zip(self.names, range(len(self.names)), strict=True))
+        by_name, names = self.row, self.names
+        for name in gone_names:
+            del by_name[name]
+        for i in range(order[0], len(names)):  # the rows before the first one gone keep their number
+            by_name[names[i]] = i
         # Each row's cards exist from the first on (card_count of its node): the widest row is the last column
         # any row has.
         present = np.flatnonzero(self.card_exists.any(axis=0))

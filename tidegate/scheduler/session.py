@@ -186,6 +186,8 @@ _CHARGED = frozenset({TaskStatus.ALLOCATED, TaskStatus.RUNNING, TaskStatus.PIPEL
 
 
 _WAITING = PodGroupPhase.PENDING
+#: `JobInfo.key_memo`'s generation for a key that holds over any node table (its job held nothing).
+_ANY_TABLE = -1
 #: The actions that look for victims among running pods (they read `Session.running`).
 EVICTING = frozenset({"reclaim", "preempt"})
 
@@ -721,14 +723,16 @@ class Session:
     # -- order: plugin keys in tier order, then creation time and name ---------------------------
     # (list comprehensions: a generator unpacked into a tuple costs more, and keys are built per placement)
     def job_key(self, job: JobInfo) -> tuple[object, ...]:
-        """Job order votes read only the job and the node table (see `ExtensionPoints.job_order`), so a
-        key holds until the job's pods change status or the nodes change: long queues sort on held keys."""
+        """Job order votes read only the job and the node table, and the table only through what the job
+        holds (see `ExtensionPoints.job_order`), so a key holds until the job's pods change status, or, for a
+        job with a pod placed, the nodes change: long queues (their jobs hold nothing) sort on held keys."""
         held = job.key_memo
         generation = self.table.generation
-        if held is not None and held[0] == job.version and held[1] == generation:
+        if held is not None and held[0] == job.version and (held[1] == generation or held[1] == _ANY_TABLE):
             return held[2]
         key = (*[key(job) for key in self.ext.job_order], job.group.created, job.key)
-        job.key_memo = (job.version, generation, key)
+        holds_nothing = job.counts[_PENDING] == len(job.tasks)
+        job.key_memo = (job.version, _ANY_TABLE if holds_nothing else generation, key)
         return key
 
     def queue_key(self, queue: QueueInfo) -> tuple[object, ...]:
