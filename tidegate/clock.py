@@ -46,14 +46,28 @@ class EventLoop(Clock, Protocol):
     def run(self, until: float | None = None) -> None: ...
 
 
+def _spent() -> None:
+    """What an event calls once it has run or was cancelled: nothing."""
+
+
 @dataclass(slots=True)
 class _Event:
+    """A call at a time. Once it has run or is cancelled it lets go of its callback: whoever keeps the event (a
+    timer to cancel) would otherwise be kept alive by it, and the callback often points back at them: a
+    reference cycle only the cyclic collector frees."""
+
     when: float
     callback: Callback
     cancelled: bool = False
 
     def cancel(self) -> None:
         self.cancelled = True
+        self.callback = _spent
+
+    def fire(self) -> None:
+        """Run the callback, letting go of it first."""
+        callback, self.callback = self.callback, _spent
+        callback()
 
 
 #: A heap entry: tuples compare in C, far cheaper than an ordered dataclass on a month of events.
@@ -151,7 +165,7 @@ class SimClock:
                 continue
             self._now = when
             self.events_run += 1
-            event.callback()
+            event.fire()
         if until is not None and until > self._now:
             self._now = until
 
@@ -236,6 +250,6 @@ class WallClock:
                 self.events_run += 1
                 self._changed.release()  # other threads may add events while the callback runs
                 try:
-                    event.callback()
+                    event.fire()
                 finally:
                     self._changed.acquire()

@@ -1388,6 +1388,7 @@ class Session:
         if index < len(orders) and self.jobs[index] is job:
             del self.jobs[index], orders[index]
         job.tasks = []
+        job.no_node_memo = None  # its tasks point back at the job: a reference cycle else
 
     def finish_task(self, task: TaskInfo, status: TaskStatus) -> None:
         """A placed pod ended (Succeeded or Failed) while its job goes on: it frees its node, cards and

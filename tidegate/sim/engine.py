@@ -14,12 +14,10 @@ controllers run as wall time comes, optionally sped up, and make the same decisi
 from __future__ import annotations
 
 import dataclasses
-import gc
 import hashlib
 import math
 import zlib
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -38,6 +36,7 @@ from tidegate.lifecycle.policies import JobPolicy, Resolution, verdict
 from tidegate.model.objects import DEFAULT_NAMESPACE, JobEvent, Node, Queue
 from tidegate.model.quantity import parse_quantity
 from tidegate.model.resources import Resources
+from tidegate.scheduler.scheduler import cyclic_gc_paused
 from tidegate.scheduler.snapshot import Decisions
 from tidegate.sim.core import Core
 from tidegate.sim.datasets import LruCache
@@ -101,35 +100,6 @@ class Outcome:
     placements_digest: str = ""
     #: Each HPA's status at the end (`status_document`, with its name and pool): replicas, metrics, conditions.
     hpas: list[dict[str, Any]] = field(default_factory=list)
-
-
-#: While a run goes, the cyclic collector's youngest generation is collected after this many allocations
-#: (CPython's default is 700): a run allocates steadily and frees its garbage by reference counting, and at the
-#: seed's scale the collector's passes took about 5% of a month, half of them the older generations' passes
-#: the young ones' count triggers. At 10,000 they still took 2% of the k = 25 burst month's first 8 days (32
-#: young passes of about 10 ms, 2 older ones); at 100,000, 0.8% (3 young passes of about 50 ms, none older):
-#: a pass after ten times the allocations walks about five times the objects, the others freed by then.
-RUN_GC_THRESHOLD = 100_000
-
-
-@contextmanager
-def _heap_frozen() -> Iterator[None]:
-    """Keep what exists before a run (modules, the workload, the nodes) out of the cyclic collector's passes
-    while it runs, and give it back afterwards. That heap outlives the run, yet each full pass walked all of
-    it (about 1.5 % of the openb replay); the run's own objects are still collected (finished jobs are freed
-    by reference counting), less often (`RUN_GC_THRESHOLD`). Left alone when the process has frozen objects
-    itself (before forking, say)."""
-    if gc.get_freeze_count():
-        yield
-        return
-    thresholds = gc.get_threshold()
-    gc.freeze()
-    gc.set_threshold(max(thresholds[0], RUN_GC_THRESHOLD), *thresholds[1:])
-    try:
-        yield
-    finally:
-        gc.set_threshold(*thresholds)
-        gc.unfreeze()
 
 
 def static_quotas(queues: list[Queue]) -> list[Queue]:
@@ -262,7 +232,7 @@ class Simulation:
         horizon = self.sim.until_seconds or math.inf
         step = 6 * 3600.0
         seen, since = self._state(), clock.now()
-        with _heap_frozen():
+        with cyclic_gc_paused():  # a run makes no cyclic garbage (tests/test_sim_garbage.py): passes find none
             while (upcoming := clock.peek()) is not None and clock.now() < horizon and not self.done:
                 clock.run(until=self._step_end(upcoming, step, horizon, since))
                 if self.on_progress:

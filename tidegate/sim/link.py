@@ -53,6 +53,10 @@ def max_min_fair(caps: Sequence[float], capacity: float) -> list[float]:
     return rates
 
 
+def _nothing() -> None:
+    """What a transfer that left its link calls when done: nothing."""
+
+
 @dataclass(slots=True, eq=False)
 class Transfer:
     """Bytes moving over a link; `on_done` runs when the last byte arrives."""
@@ -110,7 +114,10 @@ class Link:
         self._reshare()
 
     def _drop(self, transfer: Transfer) -> None:
+        """The transfer leaves the link (finished or stopped); its callback is let go (callbacks point back at
+        whoever keeps the transfer: a reference cycle otherwise)."""
         transfer.active = False
+        transfer.on_done = _nothing
         if transfer.timer is not None:
             transfer.timer.cancel()
             transfer.timer = None
@@ -150,6 +157,7 @@ class Link:
         self._advance()
         self.moved += transfer.remaining  # what floating point left over belongs to this transfer
         transfer.remaining = 0.0
+        on_done = transfer.on_done
         self._drop(transfer)
         self._reshare()
-        transfer.on_done()
+        on_done()
