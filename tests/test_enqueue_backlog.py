@@ -260,12 +260,13 @@ def test_a_pass_after_a_departure_does_not_walk_the_refused_backlog() -> None:
 
 
 def test_what_admitted_jobs_reserve_is_summed_again_when_one_of_them_goes() -> None:
-    """Enqueue keeps a queue's sum of reservations while its jobs' memos are the same (`QueueInfo.reserved_sum`):
-    j1 and j3 wait admitted (no node has 4 GPUs), reserving 8 of the queue's 12; j2 asks 6 and is refused.
-    Once j1 is gone, 4 + 6 fit: j2 is admitted (and waits for a node)."""
+    """Enqueue keeps a queue's sum of reservations while its jobs' memos are the same (`QueueInfo.reserved_sum`),
+    and moves it by the reservations that came and went: j1, j3 and j4 wait admitted (no node has 3 GPUs),
+    reserving 10 of the queue's 12; j2 asks 6 and is refused. Once j1 is gone, 3 + 3 + 6 fit: j2 is admitted
+    (and waits for a node), and then j5's 2 do not."""
     nodes = [node(f"n{i}", cpu=64, gpus=2) for i in range(6)]
     s = OnlineScheduler(nodes, [queue("a", capability={"nvidia.com/gpu": 12})], CAPPED)
-    for name, gpus in (("j1", 4), ("j3", 4)):
+    for name, gpus in (("j1", 4), ("j3", 3), ("j4", 3)):
         admitted = job(name, queue="a", requests={"nvidia.com/gpu": gpus}, min_resources={"nvidia.com/gpu": gpus})
         s.add_group(admitted.group, admitted.pods)
     s.cycle(1.0)
@@ -276,3 +277,8 @@ def test_what_admitted_jobs_reserve_is_summed_again_when_one_of_them_goes() -> N
     s.remove_group("default/j1")
     s.cycle(3.0)
     assert "capability" not in s.pending_reason(late.key) and "nodes" in s.pending_reason(late.key)
+    # j1 went and j2 came since the sum was kept: 3 + 3 + 6 reserved, so j5's 2 more are refused
+    last = job("j5", queue="a", requests={"nvidia.com/gpu": 3}, min_resources={"nvidia.com/gpu": 2})
+    s.add_group(last.group, last.pods)
+    s.cycle(4.0)
+    assert "capability" in s.pending_reason(last.key)
