@@ -1110,9 +1110,12 @@ def test_a_float_sample_rounds_up_to_milli_units_exactly_as_its_quantity_does(va
     assert to_milli(value) == math.ceil(parse_quantity(value) * 1000)
 
 
-@given(st.integers(min_value=-(10**12), max_value=10**12), st.integers(min_value=-3, max_value=3))
+@given(st.integers(min_value=-(10**17), max_value=10**17), st.integers(min_value=-3, max_value=3))
 @example(2007, 0)  # 2.007 x 1000.0 is 2007.0000000000002 in floats: its ceiling alone would say 2008
 @example(-2007, 0)
+@example(4_398_046_511_103_999, 0)  # just below 2^42: the last floats read as whole milli-units by the float
+@example(4_398_046_511_104_001, 0)  # just above: read through the decimal
+@example(-4_398_046_511_103_999, 1)
 def test_a_float_sample_a_few_ulps_from_a_whole_milli_unit_rounds_up_as_its_quantity_does(n: int, ulps: int) -> None:
     # Where the float product alone could round across the integer, to_milli must read the decimal.
     value = n / 1000

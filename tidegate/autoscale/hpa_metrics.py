@@ -390,6 +390,14 @@ def to_milli(value: QuantityLike) -> int:
         ceiling = math.ceil(product)
         if ceiling - product > abs(product) * _NEAR_INTEGER and product - (ceiling - 1) > abs(product) * _NEAR_INTEGER:
             return ceiling
+        if -_MILLI_EXACT < value < _MILLI_EXACT:
+            # Near a whole number of milli-units, most often on one (sums of seconds on a millisecond grid): that
+            # number w when w / 1000 reads back as the float. Below 2^42 a float's spacing is under half a
+            # milli-unit, so no other decimal of three places does, and none with more places is shorter: d is
+            # w / 1000, and d x 1000 is w.
+            whole = round(product)
+            if whole / 1000 == value:
+                return whole
         return math.ceil(Decimal(repr(value)) * 1000)
     if isinstance(value, Fraction):
         return math.ceil(value * 1000)
@@ -398,6 +406,8 @@ def to_milli(value: QuantityLike) -> int:
 
 #: Integral floats below this in size print as their exact integer ("N.0"); above it, repr may round.
 _EXACT_FLOAT_INT: Final = float(2**53)
+#: Floats smaller than this in size are spaced under half a milli-unit apart (`to_milli`'s whole milli-units).
+_MILLI_EXACT: Final = float(2**42)
 #: A float product this close to an integer, relative to its size, is rounded through Decimal (`to_milli`):
 #: far wider than the float's own error (2^-52 relative); a sample of ordinary size is a whole number of
 #: milli-units that close only when it is one.
