@@ -261,7 +261,7 @@ def test_a_pass_after_a_departure_does_not_walk_the_refused_backlog() -> None:
 
 def test_what_admitted_jobs_reserve_is_summed_again_when_one_of_them_goes() -> None:
     """Enqueue keeps a queue's sum of reservations while its jobs' memos are the same (`QueueInfo.reserved_sum`),
-    and moves it by the reservations that came and went: j1, j3 and j4 wait admitted (no node has 3 GPUs),
+    and sums them again when one came or went: j1, j3 and j4 wait admitted (no node has 3 GPUs),
     reserving 10 of the queue's 12; j2 asks 6 and is refused. Once j1 is gone, 3 + 3 + 6 fit: j2 is admitted
     (and waits for a node), and then j5's 2 do not."""
     nodes = [node(f"n{i}", cpu=64, gpus=2) for i in range(6)]

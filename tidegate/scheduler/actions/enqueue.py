@@ -62,30 +62,10 @@ def _reserve(ssn: Session) -> None:
         if kept is not None and len(kept[0]) == len(memos) and all(map(is_, kept[0], memos)):
             total = kept[1]
         else:  # integers: the same sum in any order
-            total = _summed(kept, memos, arrays)
+            total = np.sum(arrays, axis=0) if len(arrays) > 1 else arrays[0]
             queue.reserved_sum = (memos, total)
         for level in (queue, *queue.ancestors):
             level.inqueue += total
-
-
-def _summed(
-    kept: tuple[list[ReservedMemo], IntArray] | None, memos: list[ReservedMemo], arrays: list[IntArray]
-) -> IntArray:
-    """What `arrays` (the reservations of `memos`) add up to: from the kept sum, with the reservations that came
-    and went since, when fewer of them changed than there are (a job admitted, placed or gone: the common case)."""
-    if kept is not None:
-        before = {id(memo) for memo in kept[0]}  # the kept list holds its memos: their ids stay theirs
-        now = {id(memo) for memo in memos}
-        came = [r for memo in memos if id(memo) not in before and (r := memo[2]) is not None]
-        went = [r for memo in kept[0] if id(memo) not in now and (r := memo[2]) is not None]
-        if len(came) + len(went) < len(memos):
-            total = kept[1].copy()
-            for reserved in came:
-                total += reserved
-            for reserved in went:
-                total -= reserved
-            return total
-    return np.sum(arrays, axis=0) if len(arrays) > 1 else arrays[0]
 
 
 def _admission_state(ssn: Session, queue: QueueInfo) -> tuple[bytes, tuple[object, ...], IntArray]:
