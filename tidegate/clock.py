@@ -46,8 +46,8 @@ class EventLoop(Clock, Protocol):
     def run(self, until: float | None = None) -> None: ...
 
 
-def _spent() -> None:
-    """What an event calls once it has run or was cancelled: nothing."""
+def nothing() -> None:
+    """A callback that does nothing: what a spent event (or link transfer) is left with."""
 
 
 @dataclass(slots=True)
@@ -62,11 +62,11 @@ class _Event:
 
     def cancel(self) -> None:
         self.cancelled = True
-        self.callback = _spent
+        self.callback = nothing
 
     def fire(self) -> None:
         """Run the callback, letting go of it first."""
-        callback, self.callback = self.callback, _spent
+        callback, self.callback = self.callback, nothing
         callback()
 
 
@@ -165,7 +165,7 @@ class SimClock:
                 continue
             self._now = when
             self.events_run += 1
-            callback, event.callback = event.callback, _spent  # `_Event.fire`, inline: once an event of a month
+            callback, event.callback = event.callback, nothing  # `_Event.fire`, inline: once an event of a month
             callback()
         if until is not None and until > self._now:
             self._now = until

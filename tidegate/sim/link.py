@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 
-from tidegate.clock import Clock, Timer
+from tidegate.clock import Clock, Timer, nothing
 
 #: Bytes per second in one gigabit per second (decimal, as network rates are quoted).
 GBPS = 1e9 / 8
@@ -51,10 +51,6 @@ def max_min_fair(caps: Sequence[float], capacity: float) -> list[float]:
         left -= rate
         count -= 1
     return rates
-
-
-def _nothing() -> None:
-    """What a transfer that left its link calls when done: nothing."""
 
 
 @dataclass(slots=True, eq=False)
@@ -117,7 +113,7 @@ class Link:
         """The transfer leaves the link (finished or stopped); its callback is let go (callbacks point back at
         whoever keeps the transfer: a reference cycle otherwise)."""
         transfer.active = False
-        transfer.on_done = _nothing
+        transfer.on_done = nothing
         if transfer.timer is not None:
             transfer.timer.cancel()
             transfer.timer = None
