@@ -14,11 +14,17 @@ import numpy as np
 from scheduler_builders import PROPORTION, Cluster, job, nodes, queue
 
 from tidegate.scheduler.info import QueueInfo
-from tidegate.scheduler.node_table import FloatArray
+from tidegate.scheduler.node_table import BoolArray, FloatArray
 from tidegate.scheduler.plugins import default_registry
 from tidegate.scheduler.plugins.proportion import ProportionPlugin
-from tidegate.scheduler.plugins.quota import as_float, capability_cap, first_exceeded
+from tidegate.scheduler.plugins.quota import as_float, capability_cap
 from tidegate.scheduler.session import Session
+
+
+def first_exceeded(used: FloatArray, limit: FloatArray, dims: BoolArray) -> int | None:
+    """The first resource column among dims where used exceeds limit, or None (the vector form of the votes)."""
+    over = np.flatnonzero(dims & (used > limit))
+    return int(over[0]) if len(over) else None
 
 
 def reference_real_capability(ssn: Session, q: QueueInfo) -> FloatArray:

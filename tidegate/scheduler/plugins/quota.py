@@ -6,7 +6,7 @@ import numpy as np
 
 from tidegate.model.objects import Queue
 from tidegate.model.quantity import format_canonical
-from tidegate.scheduler.node_table import BoolArray, FloatArray, IntArray, ResourceIndex
+from tidegate.scheduler.node_table import FloatArray, IntArray, ResourceIndex
 
 INF = float("inf")
 
@@ -30,12 +30,6 @@ def capability_cap(index: ResourceIndex, queue: Queue) -> FloatArray:
         if col is not None:
             cap[col] = limit
     return cap
-
-
-def first_exceeded(used: FloatArray, limit: FloatArray, dims: BoolArray) -> int | None:
-    """The first resource column among dims where used exceeds limit, or None."""
-    over = np.flatnonzero(dims & (used > limit))
-    return int(over[0]) if len(over) else None
 
 
 def amount(index: ResourceIndex, col: int, value: float) -> str:
