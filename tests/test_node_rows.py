@@ -7,6 +7,7 @@ say what fresh ones say, and the two decide alike."""
 from __future__ import annotations
 
 import dataclasses
+from collections import Counter
 from typing import Any
 
 import numpy as np
@@ -204,6 +205,10 @@ def test_rows_changed_in_place_hold_what_a_rebuilt_table_holds(operations: list[
                 running = s.ssn.running
                 assert running is not None
                 assert running.sorted_rows() == sorted(running.rows)  # kept, not sorted each time
+                # each row's count of pods by queue, kept as they come and go
+                assert running.queues == {
+                    row: Counter(id(t.job.queue) for t in on.values()) for row, on in running.rows.items()
+                }
                 rows = {row: sorted(t.key for t in on.values()) for row, on in running.rows.items()}
                 releasing = {row: sorted(t.key for t in on.values()) for row, on in running.releasing.items()}
                 indexed.append((rows, releasing, {t.key: running.where.get(id(t)) for t in s.ssn.tasks.values()}))
@@ -258,7 +263,7 @@ def same_dynamic_results(in_place: OnlineScheduler, rebuilt: OnlineScheduler) ->
 @settings(max_examples=150, deadline=None)
 @given(st.lists(st.tuples(st.booleans(), st.integers(0, 7)), max_size=40))
 def test_the_running_rows_stay_in_order_and_a_lent_list_stays_as_lent(steps: list[tuple[bool, int]]) -> None:
-    s = OnlineScheduler([node(f"n{i}", cpu=32) for i in range(8)], [queue("a")], CONFIG)
+    s = OnlineScheduler([node(f"n{i}", cpu=32) for i in range(8)], [queue("a"), queue("b")], CONFIG)
     running = s.ssn.running
     assert running is not None
     live: list[str] = []
@@ -266,7 +271,8 @@ def test_the_running_rows_stay_in_order_and_a_lent_list_stays_as_lent(steps: lis
     for made, (arrive, where) in enumerate(steps):
         before = None if lent is None else list(lent)
         if arrive or not live:
-            gang = job(f"r{made}", "a", 1, {"cpu": 1}, running_on=[f"n{where}"], phase=PodGroupPhase.RUNNING)
+            name = "ab"[made % 2]
+            gang = job(f"r{made}", name, 1, {"cpu": 1}, running_on=[f"n{where}"], phase=PodGroupPhase.RUNNING)
             s.add_group(gang.group, gang.pods)
             live.append(gang.key)
         else:
@@ -274,3 +280,7 @@ def test_the_running_rows_stay_in_order_and_a_lent_list_stays_as_lent(steps: lis
         assert lent == before  # what a caller holds does not change under it
         lent = running.sorted_rows()
         assert lent == sorted(running.rows)
+        # and each row's count of pods by queue, as they come and go
+        assert running.queues == {
+            row: Counter(id(t.job.queue) for t in on.values()) for row, on in running.rows.items()
+        }

@@ -394,10 +394,16 @@ def to_milli(value: QuantityLike) -> int:
             # Near a whole number of milli-units, most often on one (sums of seconds on a millisecond grid): that
             # number w when w / 1000 reads back as the float. Below 2^42 a float's spacing is under half a
             # milli-unit, so no other decimal of three places does, and none with more places is shorter: d is
-            # w / 1000, and d x 1000 is w.
+            # w / 1000, and d x 1000 is w. (Such a w is within 0.25 of the exact product and the float product
+            # within 0.25 of that: round finds it.)
             whole = round(product)
             if whole / 1000 == value:
                 return whole
+            # Else no whole number of milli-units rounds to the float: none lies in its rounding interval, which
+            # holds d and the float's exact value, so none lies between d x 1000 and the exact product either.
+            # Their ceilings agree, and the exact one is an integer division.
+            numerator, denominator = value.as_integer_ratio()
+            return -(-numerator * 1000 // denominator)
         return math.ceil(Decimal(repr(value)) * 1000)
     if isinstance(value, Fraction):
         return math.ceil(value * 1000)

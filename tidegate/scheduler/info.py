@@ -6,6 +6,7 @@ from bisect import bisect_left, insort
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import TypeVar
 
 import numpy as np
 
@@ -17,6 +18,7 @@ from tidegate.scheduler.refusal import Refusal
 
 #: `(version, phase, reserved)`: what enqueue last found a job's minResources still reserve (None: nothing).
 ReservedMemo = tuple[int, PodGroupPhase, IntArray | None]
+_V = TypeVar("_V")
 
 
 class TaskStatus(Enum):
@@ -302,6 +304,9 @@ class RunningIndex:
     for victims then starts from it instead of a pass over every pod of the session."""
 
     rows: dict[int, dict[int, TaskInfo]] = field(default_factory=dict)
+    #: Per row of `rows`, how many of its pods each queue has (by id of QueueInfo): reclaim passes a node none
+    #: of whose queues may give (`eviction.evict_for`) without looking at its pods.
+    queues: dict[int, dict[int, int]] = field(default_factory=dict)
     where: dict[int, int] = field(default_factory=dict)
     #: The pods being released (evicted, or terminating), by node: what a node gets back before a victim's
     #: own pods leave (`eviction._cards_after_leaving`).
@@ -354,9 +359,14 @@ class RunningIndex:
         if on is None:
             into[row] = {id(task): task}
             if into is self.rows:
+                self.queues[row] = {id(task.job.queue): 1}
                 self._row_came(row)
         else:
             on[id(task)] = task
+            if into is self.rows:
+                counts = self.queues[row]
+                queue = id(task.job.queue)
+                counts[queue] = counts.get(queue, 0) + 1
 
     def discard(self, task: TaskInfo) -> None:
         row = self.where.pop(id(task), None)
@@ -367,7 +377,15 @@ class RunningIndex:
             if not on:
                 del into[row]
                 if into is self.rows:
+                    del self.queues[row]
                     self._row_went(row)
+            elif into is self.rows:
+                counts = self.queues[row]
+                queue = id(task.job.queue)
+                if counts[queue] == 1:
+                    del counts[queue]
+                else:
+                    counts[queue] -= 1
 
     def renumber(self, moved: list[int], later: Iterable[TaskInfo]) -> None:
         """Node rows were removed and the rest moved up (`NodeTable.remove_rows`: `moved[old]` is the new
@@ -383,10 +401,9 @@ class RunningIndex:
         if not renamed:
             return
         ordered = sorted(renamed)
-        for into in (self.rows, self.releasing):
-            taken = [(row, into.pop(row)) for row in ordered if row in into]
-            for row, on in taken:  # new rows are below old ones and above the rows kept: none is taken twice
-                into[moved[row]] = on
+        _move_keys(self.rows, ordered, moved)
+        _move_keys(self.queues, ordered, moved)
+        _move_keys(self.releasing, ordered, moved)
         if self.ordered is not None:
             first = bisect_left(self.ordered, ordered[0])
             self.ordered = [*self.ordered[:first], *[moved[row] for row in self.ordered[first:]]]
@@ -394,10 +411,18 @@ class RunningIndex:
 
     def rebuild(self, tasks: Iterable[TaskInfo]) -> None:
         """After node rows were renumbered: every running or releasing task again at its row."""
-        self.rows, self.where, self.releasing, self.ordered = {}, {}, {}, None
+        self.rows, self.queues, self.where, self.releasing, self.ordered = {}, {}, {}, {}, None
         for task in tasks:
             if task.status is _RUNNING or task.status is _RELEASING:
                 self.add(task)
+
+
+def _move_keys(into: dict[int, _V], old: list[int], moved: list[int]) -> None:
+    """The entries at rows `old` (ascending) go to their new rows (`moved[row]`); the new rows are below the old
+    ones and above the rows kept, so none is taken twice."""
+    taken = [(row, into.pop(row)) for row in old if row in into]
+    for row, value in taken:
+        into[moved[row]] = value
 
 
 @dataclass(eq=False, slots=True)

@@ -97,6 +97,12 @@ def without_rows(values: list[_T], gone: Sequence[int]) -> list[_T]:
     return out
 
 
+def drop_rows(values: list[_T], gone: Sequence[int]) -> None:
+    """`without_rows` in place, for a list no one else holds."""
+    for row in reversed(gone):
+        del values[row]
+
+
 class NodeTable:
     """Columnar node state for one scheduling session."""
 

@@ -40,7 +40,7 @@ from tidegate.scheduler.framework import (
 )
 from tidegate.scheduler.info import GpuRequest, JobInfo, QueueInfo, RunningIndex, TaskInfo, TaskStatus
 from tidegate.scheduler.labels import LabelIndex, TaintIndex
-from tidegate.scheduler.node_table import BoolArray, FloatArray, IntArray, NodeTable, ResourceIndex, without_rows
+from tidegate.scheduler.node_table import BoolArray, FloatArray, IntArray, NodeTable, ResourceIndex, drop_rows
 from tidegate.scheduler.refusal import Refusal, RefusalCode
 from tidegate.scheduler.snapshot import Snapshot
 from tidegate.scheduler.statement import Statement
@@ -145,6 +145,9 @@ class ShapeCache:
     dynamic: DynamicCache
     total: FloatArray  # score where the pod fits now, -inf elsewhere
     seen: int  # position in NodeTable.changes already folded in (never ahead of dynamic.seen)
+    #: `total` is -inf everywhere: found so by `Session.best_node`, and no row refreshed since takes the pod.
+    #: Capacity freed somewhere then costs a shape that still fits nowhere the changed rows, not a pass.
+    empty: bool = False
 
 
 @dataclass(slots=True)
@@ -911,6 +914,7 @@ class Session:
                 pending = set(pending)
             if len(pending) > SCALAR_TOTAL_ROWS:
                 cache.total = self._totals(cache.mask.array, cache.score.array, dynamic)
+                cache.empty = False
             else:  # the same sums in Python floats (IEEE doubles, added in the same order)
                 count = len(pending)
                 mask_list, static_list, total = cache.mask.rows(count), cache.score.rows(count), cache.total
@@ -921,6 +925,7 @@ class Session:
                         for score_list in score_lists:
                             value = value + score_list[row]
                         total[row] = value
+                        cache.empty = False
                     else:
                         total[row] = NEG_INF
         return cache
@@ -1053,7 +1058,11 @@ class Session:
         shape = self.fit_key(task)
         if self._failed.get(shape) == self.freed:
             return None
-        total = self._shape_cache(task).total
+        cache = self._shape_cache(task)
+        if cache.empty:
+            self._failed[shape] = self.freed
+            return None
+        total = cache.total
         if self.ext.placement_filters:
             allowed = self.placement_mask(task)
             if allowed is not None:  # pod affinity: where other pods are now leaves nodes out for this task only
@@ -1063,6 +1072,7 @@ class Session:
         row = int(total.argmax()) if len(total) else 0
         if not len(total) or total[row] == NEG_INF:  # no node at all, or none it fits on
             self._failed[shape] = self.freed
+            cache.empty = True
             return None
         return row
 
@@ -1536,11 +1546,17 @@ class Session:
             fit = np.concatenate([cache.fit[keep], np.zeros(joined, dtype=bool)])
             fit[refresh] = False
             scores = [np.concatenate([vector[keep], np.zeros(joined, dtype=np.float64)]) for vector in cache.scores]
-            # The lists as the arrays' tolist() would make them, from the lists (a few rows go, not all are made)
-            fit_list = [*without_rows(cache.fit_list, gone), *[False] * joined]
+            # The lists as the arrays' tolist() would make them, changed in place (the cache they were made for is
+            # dropped): the rows gone are most often the last ones (cloud nodes join after the IDC's), so neither
+            # taking them out nor adding the joining rows copies the rest.
+            fit_list, score_lists = cache.fit_list, cache.score_lists
+            drop_rows(fit_list, gone)
+            fit_list.extend([False] * joined)
             for row in refresh:
                 fit_list[row] = False
-            score_lists = [[*without_rows(values, gone), *[0.0] * joined] for values in cache.score_lists]
+            for values in score_lists:
+                drop_rows(values, gone)
+                values.extend([0.0] * joined)
             carried[request] = DynamicCache(fit, scores, fit_list, score_lists, 0, asked=False)
         return carried
 

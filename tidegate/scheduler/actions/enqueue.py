@@ -62,7 +62,7 @@ def _reserve(ssn: Session) -> None:
         if kept is not None and len(kept[0]) == len(memos) and all(map(is_, kept[0], memos)):
             total = kept[1]
         else:  # integers: the same sum in any order
-            total = np.sum(arrays, axis=0) if len(arrays) > 1 else arrays[0]
+            total = np.add.reduce(arrays) if len(arrays) > 1 else arrays[0]  # np.sum's, without its wrapper
             queue.reserved_sum = (memos, total)
         for level in (queue, *queue.ancestors):
             level.inqueue += total

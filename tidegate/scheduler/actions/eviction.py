@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Collection
+from collections.abc import Callable
 from functools import partial
 from operator import ge
 from typing import ClassVar, cast
@@ -101,14 +101,15 @@ def evict_for(
     reason: str,
     quota_fits: Callable[[], bool] | None = None,
     rows: list[int] | None = None,
-    victim_queues: Collection[int] | None = None,
+    victim_queues: frozenset[int] | None = None,
     start: int = 0,
 ) -> int:
     """Evict victims on the first suitable node (in row order; `rows`: `sorted(by_node)`, if known) until the
     task fits there, then pipeline it; returns the node's position in `rows` (-1: none suits). The search
     starts at position `start` (`EvictionAction.execute` knows the nodes before it do not suit). With
     `victim_queues` (ids of QueueInfo), a running pod is a candidate when its job's queue is one of them, and
-    `eligible` is not asked (`EvictionAction.victim_queues`).
+    `eligible` is not asked (`EvictionAction.victim_queues`); `by_node` is then the session's `RunningIndex`
+    rows, whose queue counts say which nodes hold no candidate.
 
     quota_fits, when given, must also hold before the task is pipelined (preempt: the task's queue may take
     it once its own victims leave, like Volcano's preemptorFitsOnNode); otherwise the node is left alone.
@@ -131,6 +132,7 @@ def evict_for(
     asked = task.request_nonzero or tuple((int(c), int(a)) for c, a in enumerate(task.request.tolist()) if a)
     table = ssn.table
     order = rows if rows is not None else sorted(by_node)
+    queues_on = ssn.running.queues if ssn.running is not None else {}
     for position in range(start, len(order)):
         row = order[position]
         if not static[row]:
@@ -140,6 +142,8 @@ def evict_for(
             continue
         if victim_queues is None:
             candidates = [t for t in on.values() if t.status is running and eligible(t)]
+        elif victim_queues.isdisjoint(queues_on[row]):
+            continue  # none of its pods' queues gives
         else:
             candidates = [t for t in on.values() if t.status is running and id(t.job.queue) in victim_queues]
         if not candidates or (refusals and all(_job_refused(refusals, refused, t.job) for t in candidates)):
@@ -149,7 +153,7 @@ def evict_for(
         victims = ssn.victims(filters, task, victim_order(ssn, task, candidates))
         if not victims:
             continue
-        freed = np.sum([v.request for v in victims], axis=0)
+        freed = np.add.reduce([v.request for v in victims])
         if not ssn.fits_future_idle(task, row, freed) or not _cards_fit(ssn, task, row, victims):
             continue
         node_stmt = ssn.statement()
