@@ -76,6 +76,24 @@ def test_a_group_bound_to_a_node_added_since_the_last_cycle_holds_its_room() -> 
     assert [(b.pod, b.node) for b in s.cycle(2.0).binds] == [("default/waiting-0", "n1")]
 
 
+def test_a_job_no_node_covers_on_every_resource_at_once_is_hopeless() -> None:
+    # n1 has the cpus, n2 the memory: neither has both, so no capacity freed can help it
+    nodes = [node("n1", cpu=32, memory="8Gi"), node("n2", cpu=8, memory="256Gi")]
+    s = OnlineScheduler(nodes, [queue("default")], PROPORTION, report_waiting=False)
+    both = job("both", requests={"cpu": 16, "memory": "64Gi"})
+    s.add_group(both.group, both.pods)
+    assert s.cycle(1.0).binds == []
+    assert s.idle()
+    s.add_nodes([node("n3", cpu=16, memory="64Gi")])  # just what it asks
+    assert [(b.pod, b.node) for b in s.cycle(2.0).binds] == [("default/both-0", "n3")]
+    again = job("again", requests={"cpu": 16, "memory": "64Gi"})
+    s.add_group(again.group, again.pods)
+    assert s.cycle(3.0).binds == []
+    assert not s.idle()  # n3 could take it once `both` is gone
+    s.remove_group(both.key)
+    assert [(b.pod, b.node) for b in s.cycle(4.0).binds] == [("default/again-0", "n3")]
+
+
 def test_a_job_that_fits_an_empty_node_is_not_hopeless_while_the_cluster_is_full() -> None:
     s = online("n1")
     first, second = job("first", requests={"cpu": 32}), job("second", requests={"cpu": 32})

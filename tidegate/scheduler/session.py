@@ -301,6 +301,8 @@ class Session:
         self._explained: dict[object, tuple[tuple[int, int, int], str]] = {}
         self._explain_caches: dict[object, ExplainCache] = {}
         self._never: dict[object, tuple[int, bool]] = {}  # `fit_key` -> (table generation, never fits)
+        #: By request: (table generation, per node whether its allocatable covers it), for `never_fits`.
+        self._room: dict[Resources, tuple[int, BoolArray]] = {}
         self._vectors: dict[Resources, IntArray] = {}
         self._requests: dict[Resources, _Request] = {}
         self._shape_ids: dict[tuple[object, ...], tuple[tuple[object, ...], int]] = {}
@@ -1084,9 +1086,20 @@ class Session:
         generation = self.table.generation
         held = self._never.get(shape)
         if held is None or held[0] != generation:
-            room = self._shape_cache(task).mask.array & (task.request <= self.table.alloc).all(axis=1)
+            room = self._shape_cache(task).mask.array & self._room_for(task)
             held = (generation, not room.any())
             self._never[shape] = held
+        return held[1]
+
+    def _room_for(self, task: TaskInfo) -> BoolArray:
+        """Per node, whether its allocatable covers the task's request, shared by the shapes asking it: only the
+        resources asked for are compared (allocatable is never negative)."""
+        generation = self.table.generation
+        held = self._room.get(task.pod.requests)
+        if held is None or held[0] != generation:
+            cols = np.flatnonzero(task.request)
+            room = np.asarray((self.table.alloc[:, cols] >= task.request[cols]).all(axis=1), dtype=bool)
+            held = self._room[task.pod.requests] = (generation, room)
         return held[1]
 
     def hopeless(self, job: JobInfo) -> bool:
@@ -1479,6 +1492,7 @@ class Session:
         self._shapes_by_key = {}
         self._masks, self._scores = {}, {}
         self._dynamic = {}
+        self._room = {}
 
     def change_nodes(self, leaving: Collection[str], joining: Sequence[Node], resized: Sequence[Node]) -> None:
         """Nodes leave and join, and others are resized (`NodeTable.resizes`), as `replace_nodes` would take the
