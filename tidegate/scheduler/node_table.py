@@ -258,6 +258,10 @@ class NodeTable:
         moved: list[int] = (np.cumsum(keep) - 1).tolist()
         for row in order:
             moved[row] = -1
+        # Each array in place: the kept rows past the first one gone move up (rows before it stay where they are),
+        # and the table keeps a view of the rows left. Cloud nodes come last, so few rows move.
+        first, left = order[0], n - len(order)
+        kept_after = keep[first:]
         for name in (
             "alloc",
             "card_exists",
@@ -271,7 +275,9 @@ class NodeTable:
             "card_free",
             "schedulable",
         ):
-            setattr(self, name, getattr(self, name)[keep])
+            array = getattr(self, name)
+            array[first:left] = array[first:][kept_after]
+            setattr(self, name, array[:left])
         self.promised_total -= sum(self.promised[row] for row in gone)
         gone_names = [self.names[row] for row in order]
         for name in (
