@@ -128,7 +128,6 @@ def evict_for(
     refusals = [twins[f] for f in filters if f in twins]
     refused: dict[int, bool] = {}  # by job: nothing changes while the search goes on
     static = ssn.static_candidates(task)
-    running = TaskStatus.RUNNING
     asked = task.request_nonzero or tuple((int(c), int(a)) for c, a in enumerate(task.request.tolist()) if a)
     table = ssn.table
     order = rows if rows is not None else sorted(by_node)
@@ -140,14 +139,25 @@ def evict_for(
         on = by_node.get(row)
         if not on:
             continue
+        # (`RunningIndex.rows` holds running pods only: an evicted one moves to its `releasing`)
         if victim_queues is None:
-            candidates = [t for t in on.values() if t.status is running and eligible(t)]
+            candidates = [t for t in on.values() if eligible(t)]
         elif victim_queues.isdisjoint(queues_on[row]):
             continue  # none of its pods' queues gives
         else:
-            candidates = [t for t in on.values() if t.status is running and id(t.job.queue) in victim_queues]
-        if not candidates or (refusals and all(_job_refused(refusals, refused, t.job) for t in candidates)):
+            candidates = [t for t in on.values() if id(t.job.queue) in victim_queues]
+        if not candidates:
             continue
+        if refusals:  # passed when some filter's job-wide twin refuses every candidate's job (asked once a job)
+            for candidate in candidates:
+                job = candidate.job
+                held = refused.get(id(job))
+                if held is None:
+                    held = refused[id(job)] = any(refuse(job) for refuse in refusals)
+                if not held:
+                    break
+            else:
+                continue
         if not _could_free(table, row, asked, candidates):
             continue
         victims = ssn.victims(filters, task, victim_order(ssn, task, candidates))
@@ -170,20 +180,20 @@ def evict_for(
     return -1
 
 
-def _job_refused(refusals: list[Callable[[JobInfo], bool]], memo: dict[int, bool], job: JobInfo) -> bool:
-    """Some victim filter's job-wide twin refuses the job (asked once a search, kept in `memo`)."""
-    found = memo.get(id(job))
-    if found is None:
-        found = memo[id(job)] = any(refuse(job) for refuse in refusals)
-    return found
-
-
 def _could_free(table: NodeTable, row: int, asked: tuple[tuple[int, int], ...], candidates: list[TaskInfo]) -> bool:
     """Whether the node's future idle room plus every candidate's request covers what the task asks (what
     `Session.fits_future_idle` checks with the victims' requests, which are some of the candidates')."""
-    future = table.future_idle_row(row).tolist()
+    # In Python ints (FutureIdle = allocatable - used + releasing, `NodeTable.future_idle_row`), releasing read
+    # only where the idle room falls short: most rows a search passes hold nothing being released.
+    alloc, used = table.alloc_rows[row], table.used_row(row)
+    releasing: list[int] | None = None
     for col, amount in asked:
-        room = future[col]
+        room = alloc[col] - used[col]
+        if room >= amount:
+            continue
+        if releasing is None:
+            releasing = table.releasing[row].tolist()
+        room += releasing[col]
         if room >= amount:
             continue
         for victim in candidates:
