@@ -92,8 +92,7 @@ def without_rows(values: list[_T], gone: Sequence[int]) -> list[_T]:
     """A copy of a per-row list without the rows `gone` (ascending): whoever holds the old list keeps it as it
     was."""
     out = values[:]
-    for row in reversed(gone):
-        del out[row]
+    drop_rows(out, gone)
     return out
 
 

@@ -301,8 +301,9 @@ class Session:
         self._explained: dict[object, tuple[tuple[int, int, int], str]] = {}
         self._explain_caches: dict[object, ExplainCache] = {}
         self._never: dict[object, tuple[int, bool]] = {}  # `fit_key` -> (table generation, never fits)
-        #: By request: (table generation, per node whether its allocatable covers it), for `never_fits`.
-        self._room: dict[Resources, tuple[int, BoolArray]] = {}
+        #: By request: per node, whether its allocatable covers it (`never_fits`; dropped with the node table's
+        #: other per-node caches, `_forget_node_caches`).
+        self._room: dict[Resources, BoolArray] = {}
         self._vectors: dict[Resources, IntArray] = {}
         self._requests: dict[Resources, _Request] = {}
         self._shape_ids: dict[tuple[object, ...], tuple[tuple[object, ...], int]] = {}
@@ -1094,13 +1095,12 @@ class Session:
     def _room_for(self, task: TaskInfo) -> BoolArray:
         """Per node, whether its allocatable covers the task's request, shared by the shapes asking it: only the
         resources asked for are compared (allocatable is never negative)."""
-        generation = self.table.generation
-        held = self._room.get(task.pod.requests)
-        if held is None or held[0] != generation:
+        room = self._room.get(task.pod.requests)
+        if room is None:
             cols = np.flatnonzero(task.request)
             room = np.asarray((self.table.alloc[:, cols] >= task.request[cols]).all(axis=1), dtype=bool)
-            held = self._room[task.pod.requests] = (generation, room)
-        return held[1]
+            self._room[task.pod.requests] = room
+        return room
 
     def hopeless(self, job: JobInfo) -> bool:
         """Allocate found every pending pod of the job unplaceable on any node, and neither the node list
