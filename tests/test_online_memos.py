@@ -94,6 +94,24 @@ def test_a_job_no_node_covers_on_every_resource_at_once_is_hopeless() -> None:
     assert [(b.pod, b.node) for b in s.cycle(4.0).binds] == [("default/again-0", "n3")]
 
 
+def test_without_node_explanations_a_job_is_told_only_that_no_node_takes_it_and_stays_hopeless() -> None:
+    """`explain_nodes=False` (the simulator's core): the reason names no filter, and a job no node could take is
+    found hopeless again with each new node table (allocate keeps a reason while its text is the very object
+    it wrote: one text object for every node table would leave the job hopeless for the old table only)."""
+    s = OnlineScheduler([node("n1", cpu=32)], [queue("default")], NO_QUOTA, report_waiting=False, explain_nodes=False)
+    big = job("big", requests={"cpu": 64})
+    s.add_group(big.group, big.pods)
+    assert s.cycle(1.0).binds == []
+    assert s.pending_reason(big.key) == "none of 1 nodes takes it"
+    assert s.idle()
+    for i, when in enumerate((2.0, 3.0), start=2):
+        s.add_nodes([node(f"n{i}", cpu=16)])  # a new node table, on which it fits nowhere either
+        assert not s.idle()
+        assert s.cycle(when).binds == []
+        assert s.idle()
+        assert s.pending_reason(big.key) == f"none of {i} nodes takes it"
+
+
 def test_a_job_that_fits_an_empty_node_is_not_hopeless_while_the_cluster_is_full() -> None:
     s = online("n1")
     first, second = job("first", requests={"cpu": 32}), job("second", requests={"cpu": 32})

@@ -18,12 +18,13 @@ from tidegate.clock import SimClock, WallClock
 from tidegate.model.errors import ManifestErrors
 from tidegate.model.objects import Queue
 from tidegate.model.resources import Resources
+from tidegate.scheduler.online import OnlineScheduler
 from tidegate.scheduler.scheduler import schedule
 from tidegate.scheduler.snapshot import Snapshot
 from tidegate.sim.core import SnapshotCore
 from tidegate.sim.engine import Simulation, static_quotas
-from tidegate.sim.loader import load_simulation
-from tidegate.sim.run import RunResult, build_simulation, run_simulation
+from tidegate.sim.loader import SimulationInput, load_simulation
+from tidegate.sim.run import RunResult, build_simulation, online_core, run_simulation
 from tidegate.sim.workload import SimJob, group_of_pod, to_group
 from tidegate.traces.records import TraceJob
 
@@ -163,6 +164,30 @@ def test_the_online_core_reclaims_exactly_as_a_fresh_snapshot_each_cycle(tmp_pat
             (j.name, j.queue, j.started, j.finished, j.restarts) for j in b.simulation.jobs
         ]
         assert a.summary == b.summary
+
+
+def test_the_simulator_s_core_explains_no_nodes_and_decides_as_one_that_does(tmp_path: Path) -> None:
+    # The run reads waiting jobs' refusal codes only (overflow's AtCapability): its core does not count nodes
+    # for reasons no one reads, and places, evicts, overflows and bills as a core that does.
+    rows = [
+        f"j{i},u,vc{1 + i % 2},{(1, 2, 4, 8)[i % 4]},4,1,COMPLETED,{i * 300},{i * 300},0,{600 + (i * 937) % 5000},0"
+        for i in range(40)
+    ]
+    bursting = write_sim(tmp_path / "burst", "\n".join(rows) + "\n", ["idc-only", "burst"])
+
+    def explaining(inp: SimulationInput, queues: list[Queue]) -> OnlineScheduler:
+        core = online_core(inp, queues)
+        assert isinstance(core, OnlineScheduler) and not core.ssn.explain_nodes
+        core.ssn.explain_nodes = True
+        return core
+
+    for folder in (write_elastic_sim(tmp_path / "elastic"), bursting):
+        inp = load_simulation([str(folder)])
+        quiet, told = run_simulation(inp), run_simulation(inp, core_factory=explaining)
+        for a, b in zip(quiet, told, strict=True):
+            assert a.summary == b.summary
+            assert a.simulation.events == b.simulation.events
+        assert sum(r.summary["restarts"] + r.summary["jobs_overflowed"] for r in quiet) > 0
 
 
 def test_scenarios_in_parallel_processes_give_the_same_figures(tmp_path: Path) -> None:

@@ -39,10 +39,13 @@ class OnlineScheduler:
         resources: Collection[str] = (),
         report_waiting: bool = True,
         namespaces: Mapping[str, Mapping[str, str]] | None = None,
+        explain_nodes: bool = True,
     ) -> None:
         """With `report_waiting` False a cycle's decisions list only the groups it placed or whose pods are
         pipelined (not every waiting one, which costs a long queue's length each cycle); ask
-        `pending_reason` instead."""
+        `pending_reason` instead. With `explain_nodes` False a pod no node takes is not told why node by node
+        (`Session.explain`: counting the nodes changed since, for each pod shape, after each placement): for a
+        host that reads no reasons but refusals' codes."""
         self.config = config or SchedulerConfiguration()
         unknown = [name for name in self.config.actions if name not in ACTIONS]
         if unknown:
@@ -51,6 +54,7 @@ class OnlineScheduler:
         labels = {name: dict(those) for name, those in (namespaces or {}).items()}
         snapshot = Snapshot(list(nodes), list(queues), [], [], namespaces=labels)
         self.ssn = Session(snapshot, self.config, registry or default_registry(), extra_resources=resources)
+        self.ssn.explain_nodes = explain_nodes
         self.jobs: dict[str, JobInfo] = {}
         #: Jobs with pods not yet placed, in arrival order (what each cycle reports as pending).
         self.waiting: dict[str, JobInfo] = {}

@@ -300,6 +300,11 @@ class Session:
         #: By `fit_key`, as `_failed`.
         self._explained: dict[object, tuple[tuple[int, int, int], str]] = {}
         self._explain_caches: dict[object, ExplainCache] = {}
+        #: Whether `explain` counts the nodes by what leaves them out ('0/40 nodes: 32 untolerated taint ...');
+        #: without, it says only that no node takes the task (a host that shows no reasons: the simulator).
+        self.explain_nodes = True
+        #: `explain`'s text without the count, and the node table generation it was made for (`explain`).
+        self._unexplained: tuple[int, str] = (-1, "")
         self._never: dict[object, tuple[int, bool]] = {}  # `fit_key` -> (table generation, never fits)
         #: By request: per node, whether its allocatable covers it (`never_fits`; dropped with the node table's
         #: other per-node caches, `_forget_node_caches`).
@@ -1144,7 +1149,16 @@ class Session:
         return bool((task.request <= future).all())
 
     def explain(self, task: TaskInfo) -> str:
-        """Why no node takes the task: '0/40 nodes: 32 untolerated taint ..., 8 insufficient ...'."""
+        """Why no node takes the task: '0/40 nodes: 32 untolerated taint ..., 8 insufficient ...'.
+
+        Allocate keeps a job's reason while the text is the very object it wrote (`Allocate._no_node`): a text
+        is made again whenever what it counts may have changed, and always for a new node table. Without
+        `explain_nodes` the text says only how many nodes there are, one object a node table."""
+        if not self.explain_nodes:
+            unexplained = self._unexplained
+            if unexplained[0] != self.table.generation:
+                unexplained = self._unexplained = (self.table.generation, f"none of {len(self.table)} nodes takes it")
+            return unexplained[1]
         if self.placement_mask(task) is not None:  # it reads where other pods are: not the shape's to keep
             return self._explain(task)
         if self._explain_twins is not None:

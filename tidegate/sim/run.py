@@ -196,8 +196,11 @@ def data_inputs(inp: SimulationInput, workload_name: str) -> DataInputs:
 
 
 def online_core(inp: SimulationInput, queues: list[Queue]) -> Core:
-    """The default core: one long-lived session; resource columns for what workloads ask."""
-    return OnlineScheduler([], queues, inp.config, resources=WORKLOAD_RESOURCES, report_waiting=False)
+    """The default core: one long-lived session; resource columns for what workloads ask. A run reads no
+    waiting job's reason but for its refusal code (overflow's AtCapability), so nodes are not explained."""
+    return OnlineScheduler(
+        [], queues, inp.config, resources=WORKLOAD_RESOURCES, report_waiting=False, explain_nodes=False
+    )
 
 
 Progress = Callable[[str, float, float], None]
