@@ -237,6 +237,8 @@ def bind_nominated(ssn: Session) -> None:
     """Pipelined pods go first to the node they were nominated to, once their victims have left it:
     the room was reclaimed (or preempted) for them and is kept from everyone else until then. A gang
     binds all its nominated pods at once or keeps waiting."""
+    if not ssn.pipelined:
+        return  # most cycles: no eviction is under way
     by_job: dict[int, list[TaskInfo]] = {}
     for task in ssn.pipelined.values():
         by_job.setdefault(id(task.job), []).append(task)

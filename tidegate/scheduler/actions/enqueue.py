@@ -128,9 +128,10 @@ class Enqueue:
         if not candidates:
             return
         unseen = waiting.unseen  # never judged: among the candidates, and those are the rest
-        if candidates == len(unseen) or _only_grew(queue.admission_state, _admission_state(ssn, queue)):
+        state = None  # what the votes read now, if worked out
+        if candidates == len(unseen) or _only_grew(queue.admission_state, state := _admission_state(ssn, queue)):
             if len(unseen) == 1:
-                _judge_one(ssn, queue, next(iter(unseen.values())))
+                _judge_one(ssn, queue, next(iter(unseen.values())), state)
             elif unseen:
                 _judge(ssn, queue, ssn.in_job_order(unseen.values()), lazy=False)
         elif candidates == len(waiting):
@@ -275,13 +276,16 @@ def _judge(ssn: Session, queue: QueueInfo, ordered: list[JobInfo], lazy: bool) -
     queue.admission_state = _admission_state(ssn, queue) if refusing else ()
 
 
-def _judge_one(ssn: Session, queue: QueueInfo, job: JobInfo) -> None:
-    """`_judge` of a single job (a cycle's one arrival, the common case): no memo, floor or probe to keep."""
+def _judge_one(
+    ssn: Session, queue: QueueInfo, job: JobInfo, state: tuple[bytes, tuple[object, ...], IntArray] | None = None
+) -> None:
+    """`_judge` of a single job (a cycle's one arrival, the common case): no memo, floor or probe to keep.
+    `state`: `_admission_state` as the caller found it just before (a refusal leaves it as it is)."""
     waiting = job.judged()
     reason = ssn.namespace_refusal(queue, job.group.namespace) or ssn.job_not_enqueueable_reason(job)
     if reason:
         _refused(waiting, job, reason, ssn.freed)
-        queue.admission_state = _admission_state(ssn, queue)
+        queue.admission_state = state if state is not None else _admission_state(ssn, queue)
         return
     job.phase = PodGroupPhase.INQUEUE
     job.reason_ = ssn.job_invalid_reason(job) or ""  # a gang still short of pods says so
