@@ -16,6 +16,9 @@ from tidegate.scheduler.node_table import IntArray
 from tidegate.scheduler.pending import Cover, Entry, Key, PendingJobs, _entry_key
 from tidegate.scheduler.session import Session
 
+#: What admission votes read for a queue's jobs besides the jobs themselves (`_admission_state`).
+AdmissionState = tuple[bytes, tuple[object, ...], IntArray]
+
 
 def _still_reserved(job: JobInfo) -> bool:
     """Jobs admitted in an earlier cycle whose minResources still hold room in their queue (as in Volcano:
@@ -68,14 +71,14 @@ def _reserve(ssn: Session) -> None:
             level.inqueue += total
 
 
-def _admission_state(ssn: Session, queue: QueueInfo) -> tuple[bytes, tuple[object, ...], IntArray]:
+def _admission_state(ssn: Session, queue: QueueInfo) -> AdmissionState:
     """What admission votes read for the queue's jobs besides the jobs themselves: the cluster total,
     every queue's spec, and the usage (allocated plus reserved) of the queue and each ancestor."""
     usage = np.concatenate([level.allocated + level.inqueue for level in (queue, *queue.ancestors)])
     return ssn.total.tobytes(), ssn.queue_specs(), usage
 
 
-def _only_grew(then: tuple[object, ...], now: tuple[bytes, tuple[object, ...], IntArray]) -> bool:
+def _only_grew(then: tuple[object, ...], now: AdmissionState) -> bool:
     """Same total and specs, and no usage went down: every job refused then is refused now."""
     if not then or then[0] != now[0] or then[1] != now[1]:
         return False
@@ -276,9 +279,7 @@ def _judge(ssn: Session, queue: QueueInfo, ordered: list[JobInfo], lazy: bool) -
     queue.admission_state = _admission_state(ssn, queue) if refusing else ()
 
 
-def _judge_one(
-    ssn: Session, queue: QueueInfo, job: JobInfo, state: tuple[bytes, tuple[object, ...], IntArray] | None = None
-) -> None:
+def _judge_one(ssn: Session, queue: QueueInfo, job: JobInfo, state: AdmissionState | None = None) -> None:
     """`_judge` of a single job (a cycle's one arrival, the common case): no memo, floor or probe to keep.
     `state`: `_admission_state` as the caller found it just before (a refusal leaves it as it is)."""
     waiting = job.judged()
