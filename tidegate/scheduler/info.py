@@ -94,10 +94,8 @@ class TaskInfo:
     request_nonzero: tuple[tuple[int, int], ...] = ()
     #: The pod asks for nothing but its pod slot (no resource requests): backfill's to place, not allocate's.
     best_effort: bool = False
-
-    @property
-    def key(self) -> str:
-        return self.pod.key
+    #: The pod's key (`Pod.key`), made once: a pod's name and namespace never change.
+    key: str = ""
 
     @property
     def shape_key(self) -> object:
@@ -169,10 +167,8 @@ class JobInfo:
     order: int = 0
     #: Its job key in its queue's order of waiting jobs (`PendingJobs.entries`).
     entry_key: tuple[object, ...] = ()
-
-    @property
-    def key(self) -> str:
-        return self.group.key
+    #: The PodGroup's key (`PodGroup.key`), made once: a group's name and namespace never change.
+    key: str = ""
 
     # -- what enqueue wrote, possibly through the queue's record (pending.py) ------------------------------
     def _cover(self) -> Cover | None:
@@ -259,8 +255,8 @@ class JobInfo:
 
     @property
     def ready_num(self) -> int:
-        counts = self.counts
-        return counts.get(_ALLOCATED, 0) + counts.get(_RUNNING, 0) + counts.get(_SUCCEEDED, 0)
+        counts = self.counts  # every status has its count (`Session` makes the job)
+        return counts[_ALLOCATED] + counts[_RUNNING] + counts[_SUCCEEDED]
 
     @property
     def waiting_num(self) -> int:

@@ -449,6 +449,7 @@ class Session:
             phase=group.phase,
             min_bytes=floor.tobytes(),
             order=self._registered,
+            key=group.key,
         )
         deferred = self._deferred_requests
         by_ident = self._pods_by_ident
@@ -474,12 +475,13 @@ class Session:
                 if pod.pod_affinity is None:
                     by_ident[ident] = (requests, selector, affinity, tolerations, entry)
             request, request_list, gpu, nonzero, best_effort, shape, shape_id = entry
+            pod_key = pod.key
             task = TaskInfo(
-                pod, job, request, gpu, shape, _PENDING, -1, (), request_list, shape_id, nonzero, best_effort
+                pod, job, request, gpu, shape, _PENDING, -1, (), request_list, shape_id, nonzero, best_effort, pod_key
             )
             tasks.append(task)
             counts[_PENDING] += 1
-            self.tasks[pod.key] = task
+            self.tasks[pod_key] = task
             if shape_id >= 0:
                 used = shape_users.get(shape_id)
                 if used is None:

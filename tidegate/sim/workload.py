@@ -10,7 +10,7 @@ scored by the nodeorder plugin like any preferred node affinity).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from operator import attrgetter
 from pathlib import Path
@@ -75,6 +75,11 @@ class SimJob:
     queued_since: float | None = None
     #: Seconds spent pending in queues up to its last start, over all attempts.
     waited_s: float = 0.0
+    #: GPUs the whole gang holds (fractions for shared slices), from its record (read at every start and end).
+    gpus: float = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.gpus = self.record.pods * self.record.gpus_per_pod * self.record.gpu_milli / 1000
 
     @property
     def name(self) -> str:
@@ -93,11 +98,6 @@ class SimJob:
         `afterSeconds` and the HPA's pending-duration metric count from. Only for a pending job."""
         assert self.queued_since is not None, f"{self.name} is not pending"
         return self.queued_since
-
-    @property
-    def gpus(self) -> float:
-        """GPUs the whole gang holds (fractions for shared slices)."""
-        return self.record.pods * self.record.gpus_per_pod * self.record.gpu_milli / 1000
 
 
 def _shifted(tide: TideProfile, hours: float) -> TideProfile:
