@@ -453,10 +453,11 @@ class QueueInfo:
     #: The allocation last written into a job's vote memo (`JobInfo.evict_refused`): memos written at an equal
     #: allocation share this list, so an eviction action compares it with the queue's once a turn.
     refused_at: list[int] | None = None
+    #: The queue's name (`Queue.name`), read in every cycle's every turn: an edited spec keeps it.
+    name: str = field(init=False)
 
-    @property
-    def name(self) -> str:
-        return self.queue.name
+    def __post_init__(self) -> None:
+        self.name = self.queue.name
 
     @property
     def is_leaf(self) -> bool:
