@@ -55,7 +55,9 @@ def _reserve(ssn: Session) -> None:
         memos: list[ReservedMemo] = []  # the memos of the jobs reserving something, in order
         arrays: list[IntArray] = []  # what they reserve
         for job in queue.jobs.values():  # admitted jobs: those waiting for admission reserve nothing
-            held = _reservation(job)
+            held = job.reserved_memo  # `_reservation`'s memo test inline: most hold, cycle after cycle
+            if held is None or held[0] != job.version or held[1] is not job.phase:
+                held = _reservation(job)
             if held[2] is not None:
                 memos.append(held)
                 arrays.append(held[2])
