@@ -18,7 +18,7 @@ from tidegate.model.objects import ROOT_QUEUE, QueueState
 from tidegate.model.resources import GPU_MEMORY, GPU_MILLI, NVIDIA_GPU, PODS
 from tidegate.scheduler.framework import Plugin
 from tidegate.scheduler.info import JobInfo, QueueInfo, TaskInfo
-from tidegate.scheduler.node_table import FloatArray
+from tidegate.scheduler.node_table import FloatArray, IntArray
 from tidegate.scheduler.plugins.quota import amount, as_float, capability_cap
 from tidegate.scheduler.refusal import Refusal, RefusalCode
 from tidegate.scheduler.session import Session
@@ -95,6 +95,8 @@ class CapacityPlugin(Plugin):
             #: `_allocatable`'s answers by (queue, the task's request vector), with `Session.charged` when given:
             #: they hold while no queue's allocation changes (the quotas are these inputs').
             self._allocatable_memo: dict[tuple[str, int], tuple[int, Refusal | None]] = {}
+            #: The (column, amount) pairs a minResources vector asks, by the session's (read-only) vector.
+            self._asked_by_vector: dict[int, tuple[IntArray, list[tuple[int, int]]]] = {}
             #: `_limit_reason`'s refusals by (queue, resource column, amount held).
             self._refusals: dict[tuple[str, int, int], Refusal] = {}
             self._inputs = inputs
@@ -241,7 +243,14 @@ class CapacityPlugin(Plugin):
             return reason
         if not queue.is_leaf:
             return Refusal(f"queue {queue.name} has child queues; only leaf queues take jobs", RefusalCode.NOT_A_LEAF)
-        asked = [(col, least) for col, least in enumerate(job.min_resources.tolist()) if least > 0]
+        floor = job.min_resources
+        held = self._asked_by_vector.get(id(floor))
+        if held is not None and held[0] is floor:
+            asked = held[1]
+        else:
+            asked = [(col, least) for col, least in enumerate(floor.tolist()) if least > 0]
+            if not floor.flags.writeable:  # the session's vector for a minResources: shared, and kept as long
+                self._asked_by_vector[id(floor)] = (floor, asked)
         if not asked:
             return None
         for level in self._chain(queue):
