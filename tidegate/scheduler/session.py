@@ -799,12 +799,18 @@ class Session:
         return specs
 
     @staticmethod
-    def namespace_refusal(queue: QueueInfo, namespace: str) -> Refusal | None:
-        """Why the queue, or one of its ancestors, does not take work from the namespace (None if they all do)."""
+    def takes_every_namespace(queue: QueueInfo) -> bool:
+        """Neither the queue nor an ancestor names the namespaces it takes work from (kept until a spec changes)."""
         every = queue.every_namespace
         if every is None:
             every = queue.every_namespace = not any(level.queue.namespaces for level in (queue, *queue.ancestors))
-        if not every:
+        return every
+
+    @staticmethod
+    def namespace_refusal(queue: QueueInfo, namespace: str) -> Refusal | None:
+        """Why the queue, or one of its ancestors, does not take work from the namespace (None if they all do)."""
+        every = queue.every_namespace
+        if not (every if every is not None else Session.takes_every_namespace(queue)):
             for level in (queue, *queue.ancestors):
                 refusal = level.queue.refuses(namespace)
                 if refusal:

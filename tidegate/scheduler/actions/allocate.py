@@ -24,13 +24,18 @@ def schedulable_jobs(ssn: Session, queue: QueueInfo, skip_blocked: bool = False)
     gated = "enqueue" in ssn.config.actions
     out = []
     freed = ssn.freed
+    # Where the queue takes every namespace, a job's validity is its memo while the job's pods stay as they were
+    # (`Session.job_invalid_reason`'s own test, read here without the calls: this runs for every waiting job of
+    # every busy cycle).
+    every = ssn.takes_every_namespace(queue)
     # Jobs waiting for admission (phase Pending) are enqueue's, unless there is no enqueue.
     for job in queue.jobs.values() if gated else queue.unsettled():
         if not job.counts[_PENDING]:
             continue
         if skip_blocked and (job.blocked_at == freed or ssn.hopeless(job)):
             continue
-        reason = ssn.job_invalid_reason(job)
+        held = job.valid_memo
+        reason = held[1] if every and held is not None and held[0] == job.version else ssn.job_invalid_reason(job)
         if reason:
             job.reason = reason
             continue
