@@ -249,7 +249,7 @@ class CapacityPlugin(Plugin):
             asked = held[1]
         else:
             asked = [(col, least) for col, least in enumerate(floor.tolist()) if least > 0]
-            if not floor.flags.writeable:  # the session's vector for a minResources: shared, and kept as long
+            if not floor.flags.writeable:  # the session's vector of a minResources (held here: its id stays its own)
                 self._asked_by_vector[id(floor)] = (floor, asked)
         if not asked:
             return None
